@@ -1,0 +1,26 @@
+# The two commands a fresh machine needs (see README):
+#   make demo   set up .venv, generate the default dataset, and run the pipeline locally on it
+#   make test   set up .venv and run the whole test suite
+PY := .venv/bin/python
+DEMO_DIR := runs/demo
+
+.PHONY: setup demo test test-unit bench wheels
+setup:
+	@scripts/setup_venv.sh
+
+demo: setup
+	$(PY) -m graphstore.datagen --size small --output .data/default --overwrite
+	$(PY) -m components.partition --task-config configs/task_hetero.yaml \
+	    --resource-config configs/resource_local.yaml --output $(DEMO_DIR)/shards
+
+test: setup
+	$(PY) -m pytest -q --timeout=900
+
+test-unit: setup
+	$(PY) -m pytest -q tests/unit
+
+bench: setup
+	$(PY) benchmarks/partition.py
+
+wheels: setup
+	scripts/build_wheels.sh .venv wheels

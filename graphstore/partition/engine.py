@@ -1,0 +1,412 @@
+"""The partition stage: raw node/edge tables -> a shard set (format: graphstore.shards.format).
+
+Order of work (each step logs rows and rows/s):
+  1. open every source (gs:// inputs are streamed to a local work folder first) and check columns
+     and id types agree per node type;
+  2. per node type, build a DuckDB table ``(int_id, raw_id[, feat])``: ids from the node table when
+     one is given (nulls, duplicates, bad features rejected), else the distinct edge endpoints;
+     dense ids follow ascending raw id;
+  3. per edge type, one streaming ``COPY`` joins both endpoints to dense ids and writes Parquet
+     split by the anchor's partition; fewer rows out than in means null or dangling endpoints:
+     an error naming the first offending row, or (``danglingEdges: drop``) a reported count;
+  4. id maps, partition books and per-partition node files;
+  5. checksums, then ``manifest.json`` LAST, then the finished folder replaces the output.
+
+Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder, so peak RSS does not
+grow with the edge count beyond that limit. Everything is written to a staging folder beside the
+output; a crash leaves the old output untouched (local) and never a manifest for a partial set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Literal
+
+import duckdb
+import numpy as np
+import pyarrow.parquet as pq
+
+from graphstore import uris
+from graphstore.errors import InputDataError, UsageError
+from graphstore.partition import sources as src_mod
+from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
+from graphstore.shards.format import (
+    MANIFEST,
+    SCHEMA_VERSION,
+    EdgeTypeInfo,
+    FileEntry,
+    Manifest,
+    NodeTypeInfo,
+    anchor_side,
+    edge_dir,
+    id_map_path,
+    node_dir,
+    partition_book_path,
+)
+from graphstore.shards.reader import sha256_file
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphstore.config import EdgeSource, NodeSource, TaskConfig
+
+log = logging.getLogger(__name__)
+MARKER = ".graphstore-shards"  # written first: identifies a folder (even a partial one) as ours
+
+
+@dataclass(frozen=True)
+class _NodeType:
+    name: str
+    kind: IdKind
+    count: int
+    feature_dim: int
+
+
+def _fmt(uri: str, declared: str | None) -> Literal["parquet", "csv"]:
+    if declared:
+        return declared  # type: ignore[return-value]
+    return "csv" if uri.lower().endswith((".csv", ".csv.gz")) else "parquet"
+
+
+class _Run:
+    """State of one partition run (a DuckDB connection and the staging folders)."""
+
+    def __init__(self, task: "TaskConfig", num_partitions: int, staging: str) -> None:
+        self.task = task
+        self.P = num_partitions
+        self.direction = task.trainer.storage.storage_args.sample_edge_direction
+        self.staging = staging
+        self.out = os.path.join(staging, "out")
+        self.hive = os.path.join(staging, "hive")
+        os.makedirs(self.out)
+        os.makedirs(os.path.join(self.hive, "edges"))
+        os.makedirs(os.path.join(self.hive, "nodes"))
+        open(os.path.join(self.out, MARKER), "w").close()
+        pcfg = task.dataset.partition
+        self.dangling = pcfg.dangling_edges
+        self.con = duckdb.connect(config={
+            "memory_limit": f"{pcfg.memory_limit_mb}MB",
+            "temp_directory": os.path.join(staging, "spill"),
+            "preserve_insertion_order": False,
+        })
+        self.dropped: dict[str, int] = {}
+        self.stats: dict[str, float] = {}
+
+    # -- 1. sources ---------------------------------------------------------------------------
+    def open_source(self, uri: str, declared_format: str | None) -> Table:
+        path = uris.localize(uri, os.path.join(self.staging, "inputs"))
+        return src_mod.open_table(self.con, uri, path, _fmt(uri, declared_format))
+
+    def resolve_id_kinds(self, node_tables: dict[str, tuple["NodeSource", Table]],
+                         edge_tables: dict[str, tuple["EdgeSource", Table]]) -> dict[str, IdKind]:
+        """Each node type's id kind; every column that holds ids of one type must agree."""
+        seen: dict[str, tuple[IdKind, str]] = {}
+
+        def note(nt: str, kind: IdKind, where: str) -> None:
+            if nt in seen and seen[nt][0] != kind:
+                raise InputDataError(
+                    f"ids of node type {nt!r} are {seen[nt][0]} in {seen[nt][1]} but {kind} in "
+                    f"{where}; make the id columns the same type"
+                )
+            seen.setdefault(nt, (kind, where))
+
+        for nt, (ns, table) in node_tables.items():
+            note(nt, src_mod.id_kind(table, ns.id_column, f"nodes[{nt}].idColumn"),
+                 f"{table.uri} column {ns.id_column!r}")
+        for key, (es, table) in edge_tables.items():
+            for col, nt, side in ((es.src_column, es.edge_type.src_node_type, "srcColumn"),
+                                  (es.dst_column, es.edge_type.dst_node_type, "dstColumn")):
+                note(nt, src_mod.id_kind(table, col, f"edges[{key}].{side}"),
+                     f"{table.uri} column {col!r}")
+        return {nt: kind for nt, (kind, _) in seen.items()}
+
+    # -- 2. node tables -----------------------------------------------------------------------
+    def build_nodes_from_table(self, nt: str, ns: "NodeSource", table: Table, kind: IdKind) -> _NodeType:
+        t0 = time.perf_counter()
+        if table.num_rows == 0:
+            raise InputDataError(f"{table.uri}: node table for {nt!r} is empty")
+        idc = sql_ident(ns.id_column)
+        nulls, distinct = self.con.execute(
+            f"SELECT count_if({idc} IS NULL), count(DISTINCT {idc}) FROM {table.relation}"
+        ).fetchone()
+        if nulls:
+            src_mod.report_null_ids(self.con, table, ns.id_column)
+        if distinct != table.num_rows:
+            raw, rows = self.con.execute(
+                f"SELECT CAST({idc} AS VARCHAR), list(__row ORDER BY __row) FROM {table.numbered()} "
+                f"GROUP BY {idc} HAVING count(*) > 1 ORDER BY min(__row) LIMIT 1"
+            ).fetchone()
+            raise InputDataError(
+                f"{table.uri}: column {ns.id_column!r}: duplicate node id {raw!r} at rows "
+                f"{', '.join(map(str, rows[:5]))} ({table.num_rows - distinct} duplicate row(s))"
+            )
+        key = f"datasetConfig.dataSources.nodes[{nt}].featureColumns"
+        width = src_mod.check_features(self.con, table, table.relation, ns.feature_columns, key)
+        feat = (f", {src_mod.feature_sql(table, ns.feature_columns, width)} AS feat"
+                if width else "")
+        self.con.execute(
+            f"CREATE TABLE {self._nodes(nt)} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
+            f"AS int_id, * FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id{feat} "
+            f"FROM {table.relation})"
+        )
+        self._log_rate(f"nodes {nt}", table.num_rows, t0)
+        return _NodeType(nt, kind, table.num_rows, width)
+
+    def build_nodes_from_edges(self, nt: str, kind: IdKind,
+                               edge_tables: dict[str, tuple["EdgeSource", Table]]) -> _NodeType:
+        t0 = time.perf_counter()
+        selects = []
+        for es, table in edge_tables.values():
+            if es.edge_type.src_node_type == nt:
+                selects.append(f"SELECT {id_expr(es.src_column, kind)} AS raw_id FROM {table.relation}")
+            if es.edge_type.dst_node_type == nt:
+                selects.append(f"SELECT {id_expr(es.dst_column, kind)} AS raw_id FROM {table.relation}")
+        union = " UNION ALL ".join(selects)
+        self.con.execute(
+            f"CREATE TABLE {self._nodes(nt)} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
+            f"AS int_id, raw_id FROM (SELECT DISTINCT raw_id FROM ({union}) WHERE raw_id IS NOT NULL)"
+        )
+        count = self.con.execute(f"SELECT count(*) FROM {self._nodes(nt)}").fetchone()[0]
+        self._log_rate(f"nodes {nt} (from edge endpoints)", count, t0)
+        return _NodeType(nt, kind, int(count), 0)
+
+    @staticmethod
+    def _nodes(nt: str) -> str:
+        return sql_ident(f"nodes__{nt}")
+
+    # -- 3. edges -----------------------------------------------------------------------------
+    def write_edges(self, key: str, es: "EdgeSource", table: Table,
+                    kinds: dict[str, IdKind]) -> tuple[bool, int]:
+        """Write one edge type split by partition; returns (has_weight, feature_dim)."""
+        t0 = time.perf_counter()
+        et = es.edge_type
+        if table.num_rows == 0:
+            raise InputDataError(f"{table.uri}: edge table for {key} is empty")
+        cfg = f"datasetConfig.dataSources.edges[{key}]"
+        cols = [f"{id_expr(es.src_column, kinds[et.src_node_type])} AS __s",
+                f"{id_expr(es.dst_column, kinds[et.dst_node_type])} AS __d"]
+        out_cols = ["s.int_id AS src", "d.int_id AS dst"]
+        if es.weight_column:
+            src_mod.check_features(self.con, table, table.relation, (es.weight_column,),
+                                   f"{cfg}.weightColumn")
+            cols.append(f"CAST({sql_ident(es.weight_column)} AS FLOAT) AS __w")
+            out_cols.append("e.__w AS weight")
+        width = src_mod.check_features(self.con, table, table.relation, es.feature_columns,
+                                       f"{cfg}.featureColumns")
+        if width:
+            cols.append(f"{src_mod.feature_sql(table, es.feature_columns, width)} AS __f")
+            out_cols.append("e.__f AS feat")
+        anchor = "s" if anchor_side(self.direction) == "src" else "d"
+        target = os.path.join(self.hive, "edges", key)
+        written = self.con.execute(
+            f"COPY (SELECT {', '.join(out_cols)}, {anchor}.int_id % {self.P} AS part "
+            f"FROM (SELECT {', '.join(cols)} FROM {table.relation}) e "
+            f"JOIN {self._nodes(et.src_node_type)} s ON e.__s = s.raw_id "
+            f"JOIN {self._nodes(et.dst_node_type)} d ON e.__d = d.raw_id) "
+            f"TO {sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))"
+        ).fetchone()[0]
+        missing = table.num_rows - int(written)
+        if missing:
+            self._explain_missing_edges(key, es, table, kinds, missing)
+        self._move_hive(target, lambda p: edge_dir(p, key))
+        self._log_rate(f"edges {key}", table.num_rows, t0)
+        self.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
+        return bool(es.weight_column), width
+
+    def _explain_missing_edges(self, key: str, es: "EdgeSource", table: Table,
+                               kinds: dict[str, IdKind], missing: int) -> None:
+        for col in (es.src_column, es.dst_column):
+            nulls = self.con.execute(
+                f"SELECT count_if({sql_ident(col)} IS NULL) FROM {table.relation}").fetchone()[0]
+            if nulls:
+                src_mod.report_null_ids(self.con, table, col)
+        if self.dangling == "drop":
+            log.warning("edges %s: dropped %d edge(s) whose endpoint is not in its node table "
+                        "(danglingEdges: drop)", key, missing)
+            self.dropped[key] = missing
+            return
+        et = es.edge_type
+        for col, nt in ((es.src_column, et.src_node_type), (es.dst_column, et.dst_node_type)):
+            row = self.con.execute(
+                f"SELECT e.__row, CAST(e.{sql_ident(col)} AS VARCHAR) FROM {table.numbered()} e "
+                f"ANTI JOIN {self._nodes(nt)} n ON {id_expr(col, kinds[nt], 'e')} = n.raw_id "
+                f"ORDER BY e.__row LIMIT 1"
+            ).fetchone()
+            if row:
+                raise InputDataError(
+                    f"{table.uri}: column {col!r} row {row[0]}: id {row[1]!r} is not in the "
+                    f"{nt!r} node table ({missing} such edge(s) in total; set "
+                    f"datasetConfig.partitionConfig.danglingEdges: drop to drop them)"
+                )
+
+    # -- 4. id maps, partition books, node files ------------------------------------------------
+    def write_node_outputs(self, node: _NodeType) -> None:
+        t0 = time.perf_counter()
+        nt, table = node.name, self._nodes(node.name)
+        os.makedirs(os.path.join(self.out, "id_map"), exist_ok=True)
+        self.con.execute(
+            f"COPY (SELECT int_id, raw_id FROM {table} ORDER BY int_id) TO "
+            f"{sql_str(os.path.join(self.out, id_map_path(nt)))} (FORMAT PARQUET)"
+        )
+        book_path = os.path.join(self.out, partition_book_path(nt))
+        os.makedirs(os.path.dirname(book_path), exist_ok=True)
+        book = np.lib.format.open_memmap(book_path, mode="w+", dtype=np.int32, shape=(node.count,))
+        step = 1 << 22
+        for lo in range(0, node.count, step):
+            hi = min(node.count, lo + step)
+            book[lo:hi] = np.arange(lo, hi, dtype=np.int64) % self.P
+        book.flush()
+        del book
+        feat = ", feat" if node.feature_dim else ""
+        target = os.path.join(self.hive, "nodes", nt)
+        self.con.execute(
+            f"COPY (SELECT int_id{feat}, int_id % {self.P} AS part FROM {table}) TO "
+            f"{sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))"
+        )
+        self._move_hive(target, lambda p: node_dir(p, nt))
+        self._log_rate(f"id map + node files {nt}", node.count, t0)
+
+    def _move_hive(self, hive_dir: str, dest_for: "callable") -> None:
+        """Move DuckDB's ``part=<p>/*.parquet`` folders to the shard layout."""
+        if not os.path.isdir(hive_dir):
+            return
+        for entry in os.listdir(hive_dir):
+            part = int(entry.split("=", 1)[1])
+            dest = os.path.join(self.out, dest_for(part))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.replace(os.path.join(hive_dir, entry), dest)
+
+    def rows_per_partition(self, rel_dir_for: "callable") -> tuple[int, ...]:
+        counts = []
+        for p in range(self.P):
+            d = os.path.join(self.out, rel_dir_for(p))
+            files = sorted(os.listdir(d)) if os.path.isdir(d) else []
+            counts.append(sum(pq.ParquetFile(os.path.join(d, f)).metadata.num_rows for f in files))
+        return tuple(counts)
+
+    def _log_rate(self, what: str, rows: int, t0: float) -> None:
+        dt = max(time.perf_counter() - t0, 1e-9)
+        log.info("step=%r rows=%d seconds=%.2f rows_per_s=%.0f", what, rows, dt, rows / dt)
+
+
+def _file_entries(out: str) -> dict[str, FileEntry]:
+    entries = {}
+    for rel in uris.iter_files(out):
+        if rel in (MANIFEST, MARKER):
+            continue
+        path = os.path.join(out, rel)
+        rows = None
+        if rel.endswith(".parquet"):
+            rows = pq.ParquetFile(path).metadata.num_rows
+        elif rel.endswith(".npy"):
+            rows = int(np.load(path, mmap_mode="r").shape[0])
+        entries[rel] = FileEntry(sha256=sha256_file(path), bytes=os.path.getsize(path), rows=rows)
+    return entries
+
+
+def config_hash(task: "TaskConfig", num_partitions: int) -> str:
+    """sha256 over what determines the shard contents (graph, data sources, direction, P)."""
+    d = task.to_dict()
+    keyed = {k: d.get(k) for k in ("graphMetadata", "taskMetadata", "datasetConfig")}
+    keyed["sample_edge_direction"] = task.trainer.storage.storage_args.sample_edge_direction
+    keyed["num_partitions"] = num_partitions
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _check_output(output_uri: str) -> None:
+    """Refuse to replace a local folder that is not a (possibly partial) shard set of ours."""
+    if uris.is_gcs(output_uri) or not os.path.exists(output_uri):
+        return
+    if not os.path.isdir(output_uri):
+        raise UsageError(f"--output {output_uri} is a file; give a folder path")
+    if os.listdir(output_uri) and not any(
+        os.path.exists(os.path.join(output_uri, n)) for n in (MANIFEST, MARKER)
+    ):
+        raise UsageError(
+            f"--output {output_uri} exists and is not a shard set; choose a new or empty folder"
+        )
+
+
+def _publish(out: str, output_uri: str) -> None:
+    """Replace the output with the finished staging folder; the manifest lands last."""
+    if uris.is_gcs(output_uri):
+        uris.remove_file(uris.join(output_uri, MANIFEST))
+        uris.remove_tree(output_uri)
+        uris.upload_tree(out, output_uri, last=(MANIFEST,))
+        return
+    old_manifest = os.path.join(output_uri, MANIFEST)
+    if os.path.exists(old_manifest):
+        os.remove(old_manifest)  # from here on the old set no longer looks complete
+    if os.path.exists(output_uri):
+        shutil.rmtree(output_uri)
+    os.replace(out, output_uri)
+
+
+def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str) -> Manifest:
+    """Partition the task's raw tables into ``num_partitions`` shards at ``output_uri``."""
+    if num_partitions < 1:
+        raise UsageError(f"number of partitions must be >= 1, got {num_partitions}")
+    _check_output(output_uri)
+    t_start = time.perf_counter()
+    parent = None
+    if not uris.is_gcs(output_uri):
+        parent = os.path.dirname(os.path.abspath(output_uri))
+        os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".partition-staging-", dir=parent)
+    try:
+        run = _Run(task, num_partitions, staging)
+        node_srcs = {ns.node_type: (ns, run.open_source(ns.uri, ns.format))
+                     for ns in task.dataset.node_sources}
+        edge_srcs = {str(es.edge_type): (es, run.open_source(es.uri, es.format))
+                     for es in task.dataset.edge_sources}
+        kinds = run.resolve_id_kinds(node_srcs, edge_srcs)
+        nodes: dict[str, _NodeType] = {}
+        for nt in task.graph_metadata.node_types:
+            if nt in node_srcs:
+                nodes[nt] = run.build_nodes_from_table(nt, *node_srcs[nt], kinds[nt])
+            elif nt in kinds:
+                nodes[nt] = run.build_nodes_from_edges(nt, kinds[nt], edge_srcs)
+            else:
+                raise UsageError(f"node type {nt!r} has no node table and appears in no edge type")
+        supervision = {str(et) for et in task.supervision_edge_types}
+        edge_infos: dict[str, EdgeTypeInfo] = {}
+        for key, (es, table) in edge_srcs.items():
+            has_weight, width = run.write_edges(key, es, table, kinds)
+            counts = run.rows_per_partition(lambda p, k=key: edge_dir(p, k))
+            et = es.edge_type
+            edge_infos[key] = EdgeTypeInfo(
+                src_node_type=et.src_node_type, relation=et.relation,
+                dst_node_type=et.dst_node_type, count=sum(counts), counts_per_partition=counts,
+                has_weight=has_weight, feature_dim=width, is_supervision=key in supervision,
+                dropped_dangling=run.dropped.get(key, 0))
+        node_infos: dict[str, NodeTypeInfo] = {}
+        for nt, node in nodes.items():
+            run.write_node_outputs(node)
+            node_infos[nt] = NodeTypeInfo(
+                count=node.count, id_dtype=node.kind, feature_dim=node.feature_dim,
+                counts_per_partition=run.rows_per_partition(lambda p, n=nt: node_dir(p, n)))
+        run.con.close()
+        total_edges = sum(e.count for e in edge_infos.values())
+        elapsed = time.perf_counter() - t_start
+        manifest = Manifest(
+            schema_version=SCHEMA_VERSION, num_partitions=num_partitions,
+            sample_edge_direction=run.direction, node_types=node_infos, edge_types=edge_infos,
+            files=_file_entries(run.out), config_hash=config_hash(task, num_partitions),
+            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            stats={**run.stats, "seconds": round(elapsed, 3),
+                   "edges_per_s": round(total_edges / max(elapsed, 1e-9), 1)})
+        with open(os.path.join(run.out, MANIFEST), "w") as fh:
+            fh.write(manifest.to_json())
+        _publish(run.out, output_uri)
+        log.info("partitioned edges=%d nodes=%d partitions=%d seconds=%.2f edges_per_s=%.0f "
+                 "output=%s", total_edges, sum(n.count for n in node_infos.values()),
+                 num_partitions, elapsed, total_edges / max(elapsed, 1e-9), output_uri)
+        return manifest
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

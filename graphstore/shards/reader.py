@@ -1,0 +1,202 @@
+"""Read and validate a shard set (format in :mod:`graphstore.shards.format`). Storage uses this.
+
+Opening checks the manifest (present, right format, supported schema version, every listed file
+present); loading a partition checks the sha256 of each file it reads. Any mismatch raises
+:class:`ShardFormatError` naming the file, so a half-written or tampered shard set never loads.
+Arrays come back as numpy (no torch here); storage converts them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from graphstore import uris
+from graphstore.errors import InputDataError
+from graphstore.shards.format import (
+    FORMAT_NAME,
+    MANIFEST,
+    SCHEMA_VERSION,
+    Manifest,
+    edge_dir,
+    id_map_path,
+    node_dir,
+    partition_book_path,
+)
+
+
+class ShardFormatError(InputDataError):
+    """A shard set is missing, incomplete, of another schema version, or fails a checksum."""
+
+
+@dataclass(frozen=True)
+class NodeShard:
+    ids: np.ndarray  # int64 dense ids this partition owns
+    feats: np.ndarray | None  # float32 [len(ids), feature_dim], row i belongs to ids[i]
+
+
+@dataclass(frozen=True)
+class EdgeShard:
+    src: np.ndarray  # int64 dense ids of the source node type
+    dst: np.ndarray  # int64 dense ids of the destination node type
+    eids: np.ndarray  # int64 global edge ids (contiguous range, see format docs)
+    weight: np.ndarray | None  # float32
+    feats: np.ndarray | None  # float32 [E, k]
+
+
+@dataclass(frozen=True)
+class PartitionData:
+    partition: int
+    nodes: dict[str, NodeShard]
+    edges: dict[str, EdgeShard]
+
+
+def sha256_file(path: str, chunk_bytes: int = 4 << 20) -> str:
+    """Hex sha256 of a file, read in chunks (memory stays flat)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _list_column_to_matrix(column: pa.ChunkedArray, width: int) -> np.ndarray:
+    values = column.combine_chunks()
+    flat = values.flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat, dtype=np.float32).reshape(len(values), width)
+
+
+class ShardSet:
+    """A validated, opened shard set. Use :meth:`open`."""
+
+    def __init__(self, root: str, manifest: Manifest, source_uri: str) -> None:
+        self.root = root
+        self.manifest = manifest
+        self.source_uri = source_uri
+
+    @classmethod
+    def open(cls, uri: str, *, workdir: str | None = None) -> "ShardSet":
+        """Open the shard set at ``uri``; a gs:// set is first copied under ``workdir``."""
+        root = uri
+        if uris.is_gcs(uri):
+            root = tempfile.mkdtemp(prefix="shards-", dir=workdir)
+            uris.download_tree(uri, root)
+        path = os.path.join(root, MANIFEST)
+        if not os.path.isfile(path):
+            raise ShardFormatError(
+                f"{uris.join(uri, MANIFEST)} not found: not a complete shard set "
+                "(the partition stage writes it last; rerun `python -m components.partition`)"
+            )
+        try:
+            with open(path) as fh:
+                raw = json.load(fh)
+            if raw.get("format") != FORMAT_NAME:
+                raise ShardFormatError(f"{path}: format is {raw.get('format')!r}, expected {FORMAT_NAME!r}")
+            if raw.get("schema_version") != SCHEMA_VERSION:
+                raise ShardFormatError(
+                    f"{path}: schema_version {raw.get('schema_version')!r} is not supported "
+                    f"(this version reads {SCHEMA_VERSION}); re-partition with this version"
+                )
+            manifest = Manifest.from_dict(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            if isinstance(exc, ShardFormatError):
+                raise
+            raise ShardFormatError(f"{path}: malformed manifest ({exc!r})") from None
+        missing = [rel for rel in manifest.files if not os.path.isfile(os.path.join(root, rel))]
+        if missing:
+            raise ShardFormatError(
+                f"shard set {uri} is incomplete: {len(missing)} file(s) listed in {MANIFEST} are "
+                f"missing, first {uris.join(uri, missing[0])}"
+            )
+        return cls(root, manifest, uri)
+
+    # -- validation ---------------------------------------------------------------------------
+    def _verified(self, rel: str) -> str:
+        entry = self.manifest.files.get(rel)
+        path = os.path.join(self.root, rel)
+        if entry is None:
+            raise ShardFormatError(f"{uris.join(self.source_uri, rel)} is not listed in {MANIFEST}")
+        actual = sha256_file(path)
+        if actual != entry.sha256:
+            raise ShardFormatError(
+                f"checksum mismatch for {uris.join(self.source_uri, rel)}: manifest says "
+                f"{entry.sha256[:12]}..., file has {actual[:12]}... (re-partition)"
+            )
+        return path
+
+    def _files_under(self, rel_dir: str) -> list[str]:
+        prefix = rel_dir + "/"
+        return sorted(rel for rel in self.manifest.files if rel.startswith(prefix))
+
+    def _read_dir(self, rel_dir: str, verify: bool) -> pa.Table | None:
+        rels = self._files_under(rel_dir)
+        if not rels:
+            return None
+        paths = [self._verified(r) if verify else os.path.join(self.root, r) for r in rels]
+        return pa.concat_tables([pq.read_table(p) for p in paths])
+
+    # -- reading ------------------------------------------------------------------------------
+    def partition_book(self, node_type: str, verify: bool = True) -> np.ndarray:
+        """int32 array: partition of each dense id of ``node_type``."""
+        rel = partition_book_path(node_type)
+        path = self._verified(rel) if verify else os.path.join(self.root, rel)
+        return np.load(path)
+
+    def id_map(self, node_type: str, verify: bool = True) -> pa.Table:
+        """Table (int_id, raw_id) sorted by int_id."""
+        rel = id_map_path(node_type)
+        path = self._verified(rel) if verify else os.path.join(self.root, rel)
+        return pq.read_table(path)
+
+    def load_partition(self, partition: int, verify: bool = True) -> PartitionData:
+        """Arrays of one partition, checksums verified unless ``verify`` is False."""
+        m = self.manifest
+        if not 0 <= partition < m.num_partitions:
+            raise ShardFormatError(
+                f"partition {partition} does not exist in {self.source_uri} "
+                f"(it has {m.num_partitions}: 0..{m.num_partitions - 1})"
+            )
+        nodes: dict[str, NodeShard] = {}
+        for nt, info in m.node_types.items():
+            table = self._read_dir(node_dir(partition, nt), verify)
+            if table is None:
+                nodes[nt] = NodeShard(np.empty(0, np.int64), None if not info.feature_dim
+                                      else np.empty((0, info.feature_dim), np.float32))
+                continue
+            ids = table.column("int_id").to_numpy().astype(np.int64, copy=False)
+            feats = (_list_column_to_matrix(table.column("feat"), info.feature_dim)
+                     if info.feature_dim else None)
+            nodes[nt] = NodeShard(ids, feats)
+        edges: dict[str, EdgeShard] = {}
+        for et, info in m.edge_types.items():
+            table = self._read_dir(edge_dir(partition, et), verify)
+            base = m.edge_id_base(et, partition)
+            count = info.counts_per_partition[partition]
+            if table is None:
+                table = None
+                src = dst = np.empty(0, np.int64)
+            else:
+                src = table.column("src").to_numpy().astype(np.int64, copy=False)
+                dst = table.column("dst").to_numpy().astype(np.int64, copy=False)
+            if len(src) != count:
+                raise ShardFormatError(
+                    f"{uris.join(self.source_uri, edge_dir(partition, et))}: {len(src)} rows, "
+                    f"manifest says {count}"
+                )
+            weight = feats = None
+            if info.has_weight:
+                weight = (np.empty(0, np.float32) if table is None
+                          else table.column("weight").to_numpy().astype(np.float32, copy=False))
+            if info.feature_dim:
+                feats = (np.empty((0, info.feature_dim), np.float32) if table is None
+                         else _list_column_to_matrix(table.column("feat"), info.feature_dim))
+            edges[et] = EdgeShard(src, dst, np.arange(base, base + count, dtype=np.int64),
+                                  weight, feats)
+        return PartitionData(partition, nodes, edges)

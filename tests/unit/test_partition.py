@@ -1,0 +1,354 @@
+"""Partition stage: raw tables -> shard set, read back through the shard reader.
+
+Every test writes its own small raw tables, so expected values come from the inputs, not from
+the implementation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from graphstore.config import load_config_pair
+from graphstore.errors import InputDataError, UsageError
+from graphstore.partition import partition_graph
+from graphstore.shards.format import MANIFEST
+from graphstore.shards.reader import ShardFormatError, ShardSet
+
+REPO = Path(__file__).resolve().parents[2]
+RNG = np.random.default_rng(7)
+N_USERS, N_ITEMS = 40, 30
+USER_IDS = [f"user-{i:03d}" for i in RNG.permutation(N_USERS)]
+ITEM_IDS = [int(x) for x in 1000 + 13 * RNG.permutation(N_ITEMS)]
+
+
+def _write(table: pa.Table, path: Path) -> None:
+    if path.suffix == ".csv":
+        pacsv.write_csv(table, str(path))
+    else:
+        pq.write_table(table, str(path))
+
+
+def make_raw(root: Path, *, fmt: str = "parquet") -> dict:
+    """A small hetero graph; returns the raw data for comparisons."""
+    root.mkdir(parents=True, exist_ok=True)
+    uf = RNG.normal(size=(N_USERS, 3)).astype(np.float32)
+    itf = RNG.normal(size=(N_ITEMS, 2)).astype(np.float32)
+    ui_src = [USER_IDS[i] for i in RNG.integers(0, N_USERS, 200)]
+    ui_dst = [ITEM_IDS[i] for i in RNG.integers(0, N_ITEMS, 200)]
+    ui_w = RNG.uniform(0.1, 1, 200).astype(np.float32)
+    ii_src = [ITEM_IDS[i] for i in RNG.integers(0, N_ITEMS, 120)]
+    ii_dst = [ITEM_IDS[i] for i in RNG.integers(0, N_ITEMS, 120)]
+    ext = "csv" if fmt == "csv" else "parquet"
+    _write(pa.table({"user_id": USER_IDS, **{f"f_{j}": uf[:, j] for j in range(3)}}),
+           root / f"users.{ext}")
+    _write(pa.table({"item_id": pa.array(ITEM_IDS, pa.int64()),
+                     **{f"f_{j}": itf[:, j] for j in range(2)}}), root / f"items.{ext}")
+    _write(pa.table({"user_id": ui_src, "item_id": pa.array(ui_dst, pa.int64()), "weight": ui_w}),
+           root / f"user_item.{ext}")
+    _write(pa.table({"src_item_id": pa.array(ii_src, pa.int64()),
+                     "dst_item_id": pa.array(ii_dst, pa.int64())}), root / f"item_item.{ext}")
+    return {
+        "user_feat": dict(zip(USER_IDS, uf)), "item_feat": dict(zip(ITEM_IDS, itf)),
+        "user__buys__item": Counter(zip(ui_src, ui_dst)),
+        "item__similar_to__item": Counter(zip(ii_src, ii_dst)),
+        "weights": Counter(zip(ui_src, ui_dst, np.round(ui_w, 5))),
+    }
+
+
+def task_dict(data_root: Path, *, ext: str = "parquet", direction: str = "in") -> dict:
+    buys = {"srcNodeType": "user", "relation": "buys", "dstNodeType": "item"}
+    sim = {"srcNodeType": "item", "relation": "similar_to", "dstNodeType": "item"}
+    storage = {"command": "python -m components.storage",
+               "storageArgs": {"sample_edge_direction": direction}}
+    return {
+        "graphMetadata": {"nodeTypes": ["user", "item"], "edgeTypes": [buys, sim]},
+        "taskMetadata": {"nodeAnchorBasedLinkPredictionTaskMetadata": {"supervisionEdgeTypes": [buys]}},
+        "datasetConfig": {
+            "dataRootUri": str(data_root),
+            "dataSources": {
+                "nodes": [
+                    {"nodeType": "user", "uri": f"users.{ext}", "idColumn": "user_id",
+                     "featureColumns": ["f_0", "f_1", "f_2"]},
+                    {"nodeType": "item", "uri": f"items.{ext}", "idColumn": "item_id",
+                     "featureColumns": ["f_0", "f_1"]},
+                ],
+                "edges": [
+                    {"edgeType": buys, "uri": f"user_item.{ext}", "srcColumn": "user_id",
+                     "dstColumn": "item_id", "weightColumn": "weight"},
+                    {"edgeType": sim, "uri": f"item_item.{ext}", "srcColumn": "src_item_id",
+                     "dstColumn": "dst_item_id"},
+                ],
+            },
+        },
+        "trainerConfig": {"command": "python -m components.train", "graphStoreStorageConfig": storage},
+        "inferencerConfig": {"command": "python -m components.infer", "graphStoreStorageConfig": storage},
+    }
+
+
+RESOURCES = {
+    "trainer_resource_config": {"local_graph_store_config": {"num_storage_processes": 2}},
+    "inferencer_resource_config": {"local_graph_store_config": {"num_storage_processes": 2}},
+}
+
+
+def write_configs(tmp: Path, task: dict) -> tuple[Path, Path]:
+    tp, rp = tmp / "task.yaml", tmp / "resources.yaml"
+    tp.write_text(yaml.safe_dump(task))
+    rp.write_text(yaml.safe_dump(RESOURCES))
+    return tp, rp
+
+
+def run_partition(tmp: Path, task: dict, out: Path, num_partitions: int = 2):
+    tp, rp = write_configs(tmp, task)
+    cfg, _ = load_config_pair(str(tp), str(rp))
+    return partition_graph(cfg, num_partitions=num_partitions, output_uri=str(out))
+
+
+def raw_edges(shards: ShardSet, et: str) -> Counter:
+    """All edges of one type across partitions, mapped back to raw ids."""
+    info = shards.manifest.edge_types[et]
+    maps = {nt: shards.id_map(nt).column("raw_id").to_pylist()
+            for nt in (info.src_node_type, info.dst_node_type)}
+    out: Counter = Counter()
+    for p in range(shards.manifest.num_partitions):
+        e = shards.load_partition(p).edges[et]
+        out.update(zip((maps[info.src_node_type][i] for i in e.src),
+                       (maps[info.dst_node_type][i] for i in e.dst)))
+    return out
+
+
+@pytest.mark.parametrize("direction", ["in", "out"])
+def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction):
+    raw = make_raw(tmp_path / "raw")
+    out = tmp_path / "shards"
+    m = run_partition(tmp_path, task_dict(tmp_path / "raw", direction=direction), out)
+    shards = ShardSet.open(str(out))
+    assert m.num_partitions == 2 and shards.manifest == m
+    for et in ("user__buys__item", "item__similar_to__item"):
+        assert raw_edges(shards, et) == raw[et]
+    assert m.edge_types["user__buys__item"].is_supervision
+    assert not m.edge_types["item__similar_to__item"].is_supervision
+    # dense ids follow ascending raw id
+    assert shards.id_map("user").column("raw_id").to_pylist() == sorted(USER_IDS)
+    assert shards.id_map("item").column("raw_id").to_pylist() == sorted(ITEM_IDS)
+    weights: Counter = Counter()
+    umap = shards.id_map("user").column("raw_id").to_pylist()
+    imap = shards.id_map("item").column("raw_id").to_pylist()
+    for p in range(2):
+        part = shards.load_partition(p)
+        for nt, feats in (("user", raw["user_feat"]), ("item", raw["item_feat"])):
+            book = shards.partition_book(nt)
+            ids = part.nodes[nt].ids
+            assert set(ids.tolist()) == set(np.flatnonzero(book == p).tolist())
+            names = umap if nt == "user" else imap
+            for i, row in zip(ids, part.nodes[nt].feats):
+                np.testing.assert_allclose(row, feats[names[i]], rtol=1e-6)
+        for et, e in part.edges.items():
+            info = m.edge_types[et]
+            anchor_ids, anchor_type = ((e.dst, info.dst_node_type) if direction == "in"
+                                       else (e.src, info.src_node_type))
+            assert (shards.partition_book(anchor_type)[anchor_ids] == p).all()
+        ui = part.edges["user__buys__item"]
+        weights.update(zip((umap[i] for i in ui.src), (imap[i] for i in ui.dst),
+                           np.round(ui.weight, 5)))
+    assert weights == raw["weights"]
+    # edge ids are one contiguous range per type
+    eids = np.concatenate([shards.load_partition(p).edges["user__buys__item"].eids for p in range(2)])
+    assert sorted(eids.tolist()) == list(range(200))
+
+
+def test_csv_input_and_homogeneous_from_edges_only(tmp_path):
+    make_raw(tmp_path / "raw", fmt="csv")
+    sim = {"srcNodeType": "item", "relation": "similar_to", "dstNodeType": "item"}
+    task = task_dict(tmp_path / "raw", ext="csv")
+    task["graphMetadata"] = {"nodeTypes": ["item"], "edgeTypes": [sim]}
+    task["taskMetadata"]["nodeAnchorBasedLinkPredictionTaskMetadata"]["supervisionEdgeTypes"] = [sim]
+    task["datasetConfig"]["dataSources"] = {"edges": [task["datasetConfig"]["dataSources"]["edges"][1]]}
+    m = run_partition(tmp_path, task, tmp_path / "shards", num_partitions=3)
+    shards = ShardSet.open(str(tmp_path / "shards"))
+    edges = pacsv.read_csv(tmp_path / "raw" / "item_item.csv")
+    endpoints = set(edges.column("src_item_id").to_pylist()) | set(edges.column("dst_item_id").to_pylist())
+    assert m.node_types["item"].count == len(endpoints)
+    assert m.node_types["item"].feature_dim == 0
+    assert sum(m.node_types["item"].counts_per_partition) == len(endpoints)
+    assert raw_edges(shards, "item__similar_to__item") == Counter(
+        zip(edges.column("src_item_id").to_pylist(), edges.column("dst_item_id").to_pylist()))
+
+
+def test_rerun_replaces_output_cleanly(tmp_path):
+    make_raw(tmp_path / "raw")
+    out = tmp_path / "shards"
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), out, num_partitions=3)
+    assert (out / "part_2").exists()
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), out, num_partitions=2)
+    assert not (out / "part_2").exists()
+    assert ShardSet.open(str(out)).manifest.num_partitions == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partition-staging")]
+
+
+def test_failed_rerun_keeps_previous_complete_output(tmp_path):
+    make_raw(tmp_path / "raw")
+    out = tmp_path / "shards"
+    first = run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
+    pq.write_table(pa.table({"user_id": ["nobody"], "item_id": pa.array([ITEM_IDS[0]], pa.int64()),
+                             "weight": pa.array([1.0], pa.float32())}),
+                   tmp_path / "raw" / "user_item.parquet")
+    with pytest.raises(InputDataError):
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
+    assert ShardSet.open(str(out)).manifest == first
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partition-staging")]
+
+
+def test_refuses_to_replace_a_folder_that_is_not_a_shard_set(tmp_path):
+    make_raw(tmp_path / "raw")
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("keep me")
+    with pytest.raises(UsageError, match="not a shard set"):
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
+    assert (out / "thesis.tex").read_text() == "keep me"
+
+
+def test_reader_rejects_missing_manifest_tampered_file_and_other_schema(tmp_path):
+    make_raw(tmp_path / "raw")
+    out = tmp_path / "shards"
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
+    victim = next((out / "part_1" / "edges" / "user__buys__item").iterdir())
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-9] + bytes([data[-9] ^ 1]) + data[-8:])
+    shards = ShardSet.open(str(out))
+    shards.load_partition(0)  # untouched partition still loads
+    with pytest.raises(ShardFormatError, match="checksum mismatch.*part_1/edges/user__buys__item"):
+        shards.load_partition(1)
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["schema_version"] = 99
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ShardFormatError, match="schema_version 99"):
+        ShardSet.open(str(out))
+    (out / MANIFEST).unlink()
+    with pytest.raises(ShardFormatError, match="manifest.json not found"):
+        ShardSet.open(str(out))
+
+
+def test_dangling_edges_error_by_default_and_drop_reports_count(tmp_path):
+    make_raw(tmp_path / "raw")
+    edges = pq.read_table(tmp_path / "raw" / "user_item.parquet")
+    extra = pa.table({"user_id": ["ghost-1", "ghost-2"],
+                      "item_id": pa.array([ITEM_IDS[0], ITEM_IDS[1]], pa.int64()),
+                      "weight": pa.array([0.5, 0.5], pa.float32())})
+    pq.write_table(pa.concat_tables([edges, extra]), tmp_path / "raw" / "user_item.parquet")
+    task = task_dict(tmp_path / "raw")
+    with pytest.raises(InputDataError, match=r"user_item.parquet: column 'user_id' row 201: id "
+                                             r"'ghost-1' is not in the 'user' node table \(2 such"):
+        run_partition(tmp_path, task, tmp_path / "shards")
+    assert not (tmp_path / "shards").exists()
+    task["datasetConfig"]["partitionConfig"] = {"danglingEdges": "drop"}
+    m = run_partition(tmp_path, task, tmp_path / "shards")
+    assert m.edge_types["user__buys__item"].dropped_dangling == 2
+    assert m.edge_types["user__buys__item"].count == 200
+
+
+def _corrupt(tmp_path: Path, name: str, table: pa.Table) -> None:
+    pq.write_table(table, tmp_path / "raw" / name)
+
+
+BAD_INPUTS = {
+    "missing_file": (lambda t: (t / "raw" / "items.parquet").unlink(),
+                     r"input file not found: .*items.parquet"),
+    "missing_column": (lambda t: _corrupt(t, "items.parquet", pa.table({"id": [1]})),
+                       r"items.parquet: column 'item_id' \(node id, .*\) not found; columns are: id"),
+    "float_ids": (lambda t: _corrupt(t, "items.parquet", pa.table(
+        {"item_id": [1.5], "f_0": [1.0], "f_1": [1.0]})), r"'item_id' has type DOUBLE; node ids must"),
+    "null_node_id": (lambda t: _corrupt(t, "users.parquet", pa.table(
+        {"user_id": ["a", None, "c"], "f_0": [1.0] * 3, "f_1": [1.0] * 3, "f_2": [1.0] * 3})),
+        r"users.parquet: column 'user_id' row 2: null id"),
+    "null_edge_id": (lambda t: _corrupt(t, "item_item.parquet", pa.table(
+        {"src_item_id": pa.array([ITEM_IDS[0], None], pa.int64()),
+         "dst_item_id": pa.array(ITEM_IDS[:2], pa.int64())})),
+        r"item_item.parquet: column 'src_item_id' row 2: null id"),
+    "duplicate_nodes": (lambda t: _corrupt(t, "users.parquet", pa.table(
+        {"user_id": ["a", "b", "a"], "f_0": [1.0] * 3, "f_1": [1.0] * 3, "f_2": [1.0] * 3})),
+        r"users.parquet: column 'user_id': duplicate node id 'a' at rows 1, 3"),
+    "nan_feature": (lambda t: _corrupt(t, "items.parquet", pa.table(
+        {"item_id": pa.array(ITEM_IDS, pa.int64()), "f_0": [1.0] * (N_ITEMS - 1) + [float("nan")],
+         "f_1": [1.0] * N_ITEMS})), rf"items.parquet: column 'f_0' row {N_ITEMS}: feature value nan"),
+    "inf_feature": (lambda t: _corrupt(t, "items.parquet", pa.table(
+        {"item_id": pa.array(ITEM_IDS, pa.int64()), "f_0": [1.0] * N_ITEMS,
+         "f_1": [float("inf")] + [1.0] * (N_ITEMS - 1)})), r"column 'f_1' row 1: feature value inf"),
+    "empty_edges": (lambda t: _corrupt(t, "item_item.parquet", pa.table(
+        {"src_item_id": pa.array([], pa.int64()), "dst_item_id": pa.array([], pa.int64())})),
+        r"item_item.parquet: edge table for item__similar_to__item is empty"),
+    "id_type_mismatch": (lambda t: _corrupt(t, "item_item.parquet", pa.table(
+        {"src_item_id": ["x"], "dst_item_id": ["y"]})),
+        r"ids of node type 'item' are int64 in .*items.parquet.* but string in .*item_item.parquet"),
+    "not_parquet": (lambda t: (t / "raw" / "items.parquet").write_text("hello"),
+                    r"items.parquet: cannot read as parquet"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_a_clear_error_and_leaves_no_manifest(tmp_path, case):
+    make_raw(tmp_path / "raw")
+    corrupt, pattern = BAD_INPUTS[case]
+    corrupt(tmp_path)
+    with pytest.raises(InputDataError, match=pattern):
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards")
+    assert not (tmp_path / "shards").exists()
+
+
+def test_inconsistent_list_feature_widths(tmp_path):
+    make_raw(tmp_path / "raw")
+    pq.write_table(pa.table({"item_id": pa.array(ITEM_IDS[:3], pa.int64()),
+                             "emb": [[1.0, 2.0], [1.0, 2.0], [1.0, 2.0, 3.0]]}),
+                   tmp_path / "raw" / "items.parquet")
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["dataSources"]["nodes"][1]["featureColumns"] = ["emb"]
+    task["datasetConfig"]["partitionConfig"] = {"danglingEdges": "drop"}
+    with pytest.raises(InputDataError, match=r"'emb' has inconsistent feature widths \(2 to 3\); row 3"):
+        run_partition(tmp_path, task, tmp_path / "shards")
+    pq.write_table(pa.table({"item_id": pa.array(ITEM_IDS, pa.int64()),
+                             "emb": [[float(i), 2.0] for i in range(N_ITEMS)]}),
+                   tmp_path / "raw" / "items.parquet")
+    m = run_partition(tmp_path, task, tmp_path / "shards")
+    assert m.node_types["item"].feature_dim == 2
+    shards = ShardSet.open(str(tmp_path / "shards"))
+    names = shards.id_map("item").column("raw_id").to_pylist()
+    part = shards.load_partition(0).nodes["item"]
+    for i, row in zip(part.ids, part.feats):
+        assert row[1] == 2.0 and names[i] == ITEM_IDS[int(row[0])]
+
+
+def _cli(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    tp, rp = tmp_path / "task.yaml", tmp_path / "resources.yaml"
+    return subprocess.run(
+        [sys.executable, "-m", "components.partition", "--task-config", str(tp),
+         "--resource-config", str(rp), "--output", str(tmp_path / "shards"), *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_success_summary_and_exit_codes(tmp_path):
+    make_raw(tmp_path / "raw")
+    write_configs(tmp_path, task_dict(tmp_path / "raw"))
+    ok = _cli(tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    summary = json.loads(ok.stdout.strip().splitlines()[-1])
+    assert summary["partitions"] == 2 and summary["edges"]["user__buys__item"] == 200
+    assert "rows_per_s=" in ok.stderr  # progress lines
+    (tmp_path / "raw" / "users.parquet").unlink()
+    bad = _cli(tmp_path)
+    assert bad.returncode == 2
+    assert "input file not found" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = _cli(tmp_path, "--set", "datasetConfig.partitionConfig.danglingEdgez=drop")
+    assert unknown.returncode == 2 and "danglingEdgez" in unknown.stderr
