@@ -1,0 +1,26 @@
+"""Typed task and resource configs (see docs/configs.md for every key).
+
+    task, res = load_config_pair("configs/task_hetero.yaml", "configs/resource_local.yaml",
+                                 overrides=("trainerConfig.trainerArgs.lr=0.1",))
+
+Importing this package never imports torch, PyG or graphlearn-for-pytorch.
+"""
+
+from graphstore.config.errors import ConfigError, Problem
+from graphstore.config.loader import load_config_pair, load_resource_config, load_task_config
+from graphstore.config.resource_schema import (
+    LocalGraphStoreConfig, PoolConfig, ResourceConfig, SharedResourceConfig, StageResources,
+    VertexGraphStoreConfig,
+)
+from graphstore.config.schema import (
+    DatasetConfig, EdgeSource, EdgeType, ExportConfig, GraphMetadata, GraphStoreStorageConfig,
+    InferencerConfig, NodeSource, PartitionConfig, StorageArgs, TaskConfig, TrainerConfig,
+)
+
+__all__ = [
+    "ConfigError", "DatasetConfig", "EdgeSource", "EdgeType", "ExportConfig", "GraphMetadata",
+    "GraphStoreStorageConfig", "InferencerConfig", "LocalGraphStoreConfig", "NodeSource",
+    "PartitionConfig", "PoolConfig", "Problem", "ResourceConfig", "SharedResourceConfig",
+    "StageResources", "StorageArgs", "TaskConfig", "TrainerConfig", "VertexGraphStoreConfig",
+    "load_config_pair", "load_resource_config", "load_task_config",
+]

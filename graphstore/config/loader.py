@@ -1,0 +1,144 @@
+"""Load task and resource configs: YAML -> overrides -> typed, checked, frozen dataclasses.
+
+Order of precedence (later wins): the values in the file, then each ``key.path=value`` override in
+the order given (values parsed as YAML, so ``a.b=[1,2]`` gives a list; ``a.b[0].c=x`` indexes a
+list). Every problem of a file (and, for a pair, of both files plus the cross-file checks) is
+collected and raised as one :class:`~graphstore.config.errors.ConfigError` (exit code 2).
+
+No torch / PyG / GLT import here or anywhere in :mod:`graphstore.config`: the pipeline imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from graphstore.config._fields import Bad, Collector, did_you_mean
+from graphstore.config._raw import NOT_LOADED, apply_override, parse_override, read_yaml, tokens_to_path
+from graphstore.config._resource import RESOURCE_KEYS, build_resource
+from graphstore.config._task import TASK_KEYS, build_task
+from graphstore.config.errors import ConfigError, Problem
+from graphstore.config.resource_schema import ResourceConfig
+from graphstore.config.schema import TaskConfig
+
+PathLike = str | os.PathLike[str]
+
+
+def _load_raw(col: Collector, path: PathLike, overrides: Sequence[str]) -> Any:
+    """Read the YAML and apply overrides; NOT_LOADED when the file itself is unusable."""
+    raw = read_yaml(col, path)
+    if raw is NOT_LOADED:
+        return NOT_LOADED
+    for text in overrides:
+        try:
+            tokens, value = parse_override(text)
+            raw = apply_override(raw, tokens, value)
+        except Bad as exc:
+            key = text.partition("=")[0].strip()
+            col.add(key, text, f"bad override {text!r}: it {exc.why}")
+            continue
+        col.override_notes[tokens_to_path(tokens)] = f"set by override {text!r}"
+    return raw
+
+
+def _task(col: Collector, path: PathLike, overrides: Sequence[str]) -> TaskConfig | None:
+    raw = _load_raw(col, path, overrides)
+    return None if raw is NOT_LOADED else build_task(col, raw, os.fspath(path))
+
+
+def _resource(col: Collector, path: PathLike, overrides: Sequence[str]) -> ResourceConfig | None:
+    raw = _load_raw(col, path, overrides)
+    if raw is NOT_LOADED:
+        return None
+    return build_resource(col, raw, os.path.abspath(os.fspath(path)))
+
+
+def _raise_if_any(*collectors: Collector) -> None:
+    problems = [p for c in collectors for p in c.problems]
+    if problems:
+        raise ConfigError(problems)
+
+
+def load_task_config(path: PathLike, overrides: Sequence[str] = ()) -> TaskConfig:
+    """Load, override, type and check a task config.
+
+    Args:
+        path: The task YAML file. Relative uris inside it resolve against its folder.
+        overrides: ``key.path=value`` strings applied to the raw YAML before typing.
+
+    Raises:
+        ConfigError: listing every problem found (missing file, YAML syntax, keys, types, rules).
+    """
+    col = Collector(os.fspath(path))
+    task = _task(col, path, overrides)
+    _raise_if_any(col)
+    return task
+
+
+def load_resource_config(path: PathLike, overrides: Sequence[str] = ()) -> ResourceConfig:
+    """Load, override, type and check a resource config (see :func:`load_task_config`)."""
+    col = Collector(os.fspath(path))
+    res = _resource(col, path, overrides)
+    _raise_if_any(col)
+    return res
+
+
+def route_overrides(overrides: Sequence[str], col: Collector) -> tuple[list[str], list[str]]:
+    """Split overrides by their first key: task top-level keys vs resource top-level keys.
+
+    An override whose first key is neither is recorded in ``col`` as a problem.
+    """
+    task_ov: list[str] = []
+    res_ov: list[str] = []
+    for text in overrides:
+        try:
+            head = parse_override(text)[0][0]
+        except Bad as exc:
+            col.add(text.partition("=")[0].strip(), text, f"bad override {text!r}: it {exc.why}")
+            continue
+        if head in TASK_KEYS:
+            task_ov.append(text)
+        elif head in RESOURCE_KEYS:
+            res_ov.append(text)
+        else:
+            hint = did_you_mean(head, TASK_KEYS + RESOURCE_KEYS)
+            col.add(str(head), text, f"bad override {text!r}: {head!r} is not a top-level key of the "
+                    f"task config ({', '.join(TASK_KEYS)}) or of the resource config "
+                    f"({', '.join(RESOURCE_KEYS)}){hint}")
+    return task_ov, res_ov
+
+
+def check_pair(task: TaskConfig, res: ResourceConfig, tcol: Collector, resource_file: str) -> None:
+    """Cross-file checks; problems are recorded against the task file (``tcol``)."""
+    export = task.export
+    if export.warehouse == "bigquery" and export.bigquery_project is None and res.shared.project is None:
+        tcol.add("exportConfig.bigqueryProject", None,
+                 "missing: warehouse 'bigquery' needs a project; set it here or in "
+                 f"shared_resource_config.common_compute_config.project ({resource_file})",
+                 missing=True)
+    num = task.dataset.partition.num_partitions
+    if num is not None and num != res.num_partitions:
+        tcol.bad("datasetConfig.partitionConfig.numPartitions", num,
+                 f"differs from the resource config's storage count {res.num_partitions} (one "
+                 "partition per storage process); remove it or make them equal")
+
+
+def load_config_pair(task_path: PathLike, resource_path: PathLike,
+                     overrides: Sequence[str] = ()) -> tuple[TaskConfig, ResourceConfig]:
+    """Load a task and a resource config together, with overrides routed by their first key.
+
+    Runs both files' checks and the cross-file checks (BigQuery project, partition count) and
+    raises ONE :class:`ConfigError` listing every problem of both files.
+    """
+    ocol = Collector("<overrides>")
+    task_ov, res_ov = route_overrides(overrides, ocol)
+    tcol, rcol = Collector(os.fspath(task_path)), Collector(os.fspath(resource_path))
+    task = _task(tcol, task_path, task_ov)
+    res = _resource(rcol, resource_path, res_ov)
+    if task is not None and res is not None:
+        check_pair(task, res, tcol, rcol.file)
+    _raise_if_any(ocol, tcol, rcol)
+    return task, res
+
+
+__all__ = ["load_task_config", "load_resource_config", "load_config_pair", "ConfigError", "Problem"]
