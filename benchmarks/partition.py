@@ -196,8 +196,6 @@ def main() -> int:
           f"{'vs glt':>7} {'peak_rss_mb':>12}", flush=True)
     for num_edges in (int(s) for s in a.sizes.split(",")):
         data = ensure_data(work, num_edges)
-        meta = json.loads((data / "dataset.json").read_text())
-        total_edges = sum(v for k, v in meta["counts"].items() if "__" in k or k.endswith("edges"))
         by_method = {}
         for method in a.methods.split(","):
             r = run_child(method, data, work / f"out_{method}", a.partitions, a.timeout_s)
@@ -214,7 +212,6 @@ def main() -> int:
             ratio = f"{r['edges_per_s'] / glt:6.2f}x" if glt else "      -"
             print(f"{num_edges:>12,} {method:>6} {r['load_s']:8.2f} {r['partition_s']:8.2f} "
                   f"{r['edges_per_s']:12,.0f} {ratio:>7} {r['peak_rss_mb']:12,.0f}", flush=True)
-        del total_edges
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps({"partitions": a.partitions, "results": rows}, indent=1))
     print(f"# wrote {a.json}")
