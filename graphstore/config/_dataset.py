@@ -18,7 +18,7 @@ from graphstore.config.schema import DatasetConfig, EdgeSource, EdgeType, NodeSo
 NODE_SOURCE_KEYS = ("nodeType", "uri", "format", "idColumn", "featureColumns")
 EDGE_SOURCE_KEYS = ("edgeType", "uri", "format", "srcColumn", "dstColumn", "weightColumn",
                     "featureColumns")
-PARTITION_KEYS = ("numPartitions", "danglingEdges", "chunkRows", "memoryLimitMb")
+PARTITION_KEYS = ("numPartitions", "danglingEdges", "addReverseEdges", "memoryLimitMb")
 _FORMAT_BY_EXT = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 
@@ -117,7 +117,7 @@ def _partition(col: Collector, ds: Mapping[str, Any]) -> PartitionConfig | None:
     return PartitionConfig(
         num_partitions=F.take(col, pc, path, "numPartitions", F.optional(F.as_int(1)), None),
         dangling_edges=F.take(col, pc, path, "danglingEdges", F.as_literal("error", "drop"), "error"),
-        chunk_rows=F.take(col, pc, path, "chunkRows", F.as_int(1), 1_000_000),
+        add_reverse_edges=F.take(col, pc, path, "addReverseEdges", F.as_bool, True),
         memory_limit_mb=F.take(col, pc, path, "memoryLimitMb", F.as_int(1), 2048))
 
 

@@ -163,12 +163,12 @@ class PartitionConfig:
 
     num_partitions: int | None = None
     dangling_edges: Literal["error", "drop"] = "error"
-    chunk_rows: int = 1_000_000
+    add_reverse_edges: bool = True
     memory_limit_mb: int = 2048
 
     def to_dict(self) -> dict[str, Any]:
         return {"numPartitions": self.num_partitions, "danglingEdges": self.dangling_edges,
-                "chunkRows": self.chunk_rows, "memoryLimitMb": self.memory_limit_mb}
+                "addReverseEdges": self.add_reverse_edges, "memoryLimitMb": self.memory_limit_mb}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

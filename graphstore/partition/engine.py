@@ -219,6 +219,26 @@ class _Run:
         self.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
         return bool(es.weight_column), width
 
+    def write_reverse_edges(self, key: str, reverse_key: str, has_weight: bool, width: int) -> None:
+        """Write ``reverse_key`` (dst -> src of ``key``) from the already-written dense edges.
+
+        Each reversed edge is placed by its own anchor, like any other edge type.
+        """
+        t0 = time.perf_counter()
+        files = [os.path.join(self.out, edge_dir(p, key), "*.parquet") for p in range(self.P)
+                 if os.path.isdir(os.path.join(self.out, edge_dir(p, key)))]
+        extra = (", weight" if has_weight else "") + (", feat" if width else "")
+        # the reversed edge's anchor: its new dst (= old src) for "in", its new src (= old dst) for "out"
+        anchor = "src" if self.direction == "in" else "dst"
+        target = os.path.join(self.hive, "edges", reverse_key)
+        rows = self.con.execute(
+            f"COPY (SELECT dst AS src, src AS dst{extra}, {anchor} % {self.P} AS part "
+            f"FROM read_parquet([{', '.join(sql_str(f) for f in files)}])) "
+            f"TO {sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))"
+        ).fetchone()[0]
+        self._move_hive(target, lambda p: edge_dir(p, reverse_key))
+        self._log_rate(f"edges {reverse_key} (reverse of {key})", int(rows), t0)
+
     def _explain_missing_edges(self, key: str, es: "EdgeSource", table: Table,
                                kinds: dict[str, IdKind], missing: int) -> None:
         for col in (es.src_column, es.dst_column):
@@ -377,14 +397,20 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
         supervision = {str(et) for et in task.supervision_edge_types}
         edge_infos: dict[str, EdgeTypeInfo] = {}
         for key, (es, table) in edge_srcs.items():
-            has_weight, width = run.write_edges(key, es, table, kinds)
-            counts = run.rows_per_partition(lambda p, k=key: edge_dir(p, k))
             et = es.edge_type
-            edge_infos[key] = EdgeTypeInfo(
-                src_node_type=et.src_node_type, relation=et.relation,
-                dst_node_type=et.dst_node_type, count=sum(counts), counts_per_partition=counts,
-                has_weight=has_weight, feature_dim=width, is_supervision=key in supervision,
-                dropped_dangling=run.dropped.get(key, 0))
+            has_weight, width = run.write_edges(key, es, table, kinds)
+            written = [(key, et, None)]
+            if task.dataset.partition.add_reverse_edges and et.src_node_type != et.dst_node_type:
+                run.write_reverse_edges(key, str(et.reverse()), has_weight, width)
+                written.append((str(et.reverse()), et.reverse(), key))
+            for out_key, out_et, reverse_of in written:
+                counts = run.rows_per_partition(lambda p, k=out_key: edge_dir(p, k))
+                edge_infos[out_key] = EdgeTypeInfo(
+                    src_node_type=out_et.src_node_type, relation=out_et.relation,
+                    dst_node_type=out_et.dst_node_type, count=sum(counts),
+                    counts_per_partition=counts, has_weight=has_weight, feature_dim=width,
+                    is_supervision=out_key in supervision, reverse_of=reverse_of,
+                    dropped_dangling=run.dropped.get(out_key, 0))
         node_infos: dict[str, NodeTypeInfo] = {}
         for nt, node in nodes.items():
             run.write_node_outputs(node)

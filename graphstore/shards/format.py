@@ -20,6 +20,9 @@ Rules (every writer and reader keeps them):
   order) get ids ``0..E0-1``, partition 1 the next ``E1`` ids, and so on (:func:`edge_id_base`).
 - A partition with no rows of a type has no folder for it; the manifest's counts say 0.
 - ``edge_type`` folder names are ``src__relation__dst`` (names never contain ``__``).
+- Reverse edge types (``addReverseEdges``, default on): for every edge type whose node types differ,
+  ``dst__rev_<relation>__src`` holds each edge flipped, placed by its own anchor; its manifest entry
+  has ``reverse_of`` set. Edge ids of a reverse type are its own range.
 - ``manifest.files`` maps every other file's relative path to its sha256, byte size and row count.
 """
 
@@ -85,6 +88,7 @@ class EdgeTypeInfo:
     has_weight: bool
     feature_dim: int
     is_supervision: bool
+    reverse_of: str | None = None  # set on a reverse type the partitioner added (datasetConfig.partitionConfig.addReverseEdges)
     dropped_dangling: int = 0
 
 

@@ -203,9 +203,9 @@ def test_missing_required_key(tmp_path: Path) -> None:
 
 def test_null_means_default_or_missing(tmp_path: Path) -> None:
     def mutate(d: dict) -> None:
-        d["datasetConfig"]["partitionConfig"] = {"danglingEdges": None, "chunkRows": None}
+        d["datasetConfig"]["partitionConfig"] = {"danglingEdges": None, "memoryLimitMb": None}
     task = load_task_config(task_file(tmp_path, mutate))
-    assert (task.dataset.partition.dangling_edges, task.dataset.partition.chunk_rows) == ("error", 1_000_000)
+    assert (task.dataset.partition.dangling_edges, task.dataset.partition.memory_limit_mb) == ("error", 2048)
     p = only(task_problems(tmp_path, lambda d: d["trainerConfig"].update(command=None)))
     assert p.path == "trainerConfig.command" and "null" in p.message
 
@@ -218,9 +218,9 @@ def test_wrong_type(tmp_path: Path) -> None:
 
 def test_bool_is_not_an_int(tmp_path: Path) -> None:
     def mutate(d: dict) -> None:
-        d["datasetConfig"]["partitionConfig"] = {"chunkRows": True}
+        d["datasetConfig"]["partitionConfig"] = {"memoryLimitMb": True}
     p = only(task_problems(tmp_path, mutate))
-    assert p.path == "datasetConfig.partitionConfig.chunkRows" and "boolean" in p.message
+    assert p.path == "datasetConfig.partitionConfig.memoryLimitMb" and "boolean" in p.message
 
 
 def test_coercers_int_float_bool() -> None:
@@ -237,13 +237,13 @@ def test_seed_string_forms_accepted(tmp_path: Path) -> None:
     def mutate(d: dict) -> None:
         storage_args(d)["num_server_sessions"] = "1"
         splitter(d).update(num_val="0.1", should_convert_labels_to_edges="true")
-        d["datasetConfig"]["partitionConfig"] = {"chunkRows": "5000", "numPartitions": "2"}
+        d["datasetConfig"]["partitionConfig"] = {"memoryLimitMb": "5000", "numPartitions": "2"}
     task = load_task_config(task_file(tmp_path, mutate))
     args = task.trainer.storage.storage_args
     assert args.num_server_sessions == 1
     assert args.splitter_kwargs["num_val"] == 0.1
     assert args.splitter_kwargs["should_convert_labels_to_edges"] is True
-    assert task.dataset.partition.chunk_rows == 5000 and task.dataset.partition.num_partitions == 2
+    assert task.dataset.partition.memory_limit_mb == 5000 and task.dataset.partition.num_partitions == 2
 
 
 def test_splitter_kwargs_as_python_dict_literal_block(tmp_path: Path) -> None:
@@ -453,7 +453,7 @@ def test_num_server_sessions_matching_derivation_is_fine(tmp_path: Path) -> None
 
 # ---- partition and export ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("key", ["numPartitions", "chunkRows", "memoryLimitMb"])
+@pytest.mark.parametrize("key", ["numPartitions", "memoryLimitMb"])
 def test_partition_counts_at_least_one(tmp_path: Path, key: str) -> None:
     p = only(task_problems(tmp_path, lambda d: d["datasetConfig"].update(partitionConfig={key: 0})))
     assert p.path == f"datasetConfig.partitionConfig.{key}" and ">= 1" in p.message

@@ -138,6 +138,11 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction):
     assert m.num_partitions == 2 and shards.manifest == m
     for et in ("user__buys__item", "item__similar_to__item"):
         assert raw_edges(shards, et) == raw[et]
+    # the reverse of the user->item type is added (items receive from users, users from items)
+    assert raw_edges(shards, "item__rev_buys__user") == Counter(
+        {(d, s): n for (s, d), n in raw["user__buys__item"].items()})
+    assert m.edge_types["item__rev_buys__user"].reverse_of == "user__buys__item"
+    assert set(m.edge_types) == {"user__buys__item", "item__rev_buys__user", "item__similar_to__item"}
     assert m.edge_types["user__buys__item"].is_supervision
     assert not m.edge_types["item__similar_to__item"].is_supervision
     # dense ids follow ascending raw id
@@ -185,6 +190,14 @@ def test_csv_input_and_homogeneous_from_edges_only(tmp_path):
     assert sum(m.node_types["item"].counts_per_partition) == len(endpoints)
     assert raw_edges(shards, "item__similar_to__item") == Counter(
         zip(edges.column("src_item_id").to_pylist(), edges.column("dst_item_id").to_pylist()))
+
+
+def test_reverse_edges_can_be_switched_off(tmp_path):
+    make_raw(tmp_path / "raw")
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["partitionConfig"] = {"addReverseEdges": False}
+    m = run_partition(tmp_path, task, tmp_path / "shards")
+    assert set(m.edge_types) == {"user__buys__item", "item__similar_to__item"}
 
 
 def test_rerun_replaces_output_cleanly(tmp_path):
