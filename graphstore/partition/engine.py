@@ -48,6 +48,7 @@ from graphstore.shards.format import (
     anchor_side,
     edge_dir,
     id_map_path,
+    label_dir,
     node_dir,
     partition_book_path,
 )
@@ -87,6 +88,7 @@ class _Run:
         os.makedirs(self.out)
         os.makedirs(os.path.join(self.hive, "edges"))
         os.makedirs(os.path.join(self.hive, "nodes"))
+        os.makedirs(os.path.join(self.hive, "labels"))
         open(os.path.join(self.out, MARKER), "w").close()
         pcfg = task.dataset.partition
         self.dangling = pcfg.dangling_edges
@@ -219,21 +221,41 @@ class _Run:
         self.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
         return bool(es.weight_column), width
 
+    def write_labels(self, key: str) -> None:
+        """Copy a supervision edge type's edges into ``labels/``, placed by the source (anchor).
+
+        Graph edges are placed by the sampling anchor, which for ``in`` is the destination; the
+        splitter and ``fetch_ablp_input`` need each anchor's positives on the anchor's own storage.
+        """
+        t0 = time.perf_counter()
+        files = self._edge_files(key)
+        target = os.path.join(self.hive, "labels", key)
+        rows = self.con.execute(
+            f"COPY (SELECT src, dst, src % {self.P} AS part FROM read_parquet([{files}])) "
+            f"TO {sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))"
+        ).fetchone()[0]
+        self._move_hive(target, lambda p: label_dir(p, key))
+        self._log_rate(f"labels {key} (placed by source)", int(rows), t0)
+
+    def _edge_files(self, key: str) -> str:
+        """SQL list items of the written Parquet files of an edge type."""
+        return ", ".join(sql_str(os.path.join(self.out, edge_dir(p, key), "*.parquet"))
+                         for p in range(self.P)
+                         if os.path.isdir(os.path.join(self.out, edge_dir(p, key))))
+
     def write_reverse_edges(self, key: str, reverse_key: str, has_weight: bool, width: int) -> None:
         """Write ``reverse_key`` (dst -> src of ``key``) from the already-written dense edges.
 
         Each reversed edge is placed by its own anchor, like any other edge type.
         """
         t0 = time.perf_counter()
-        files = [os.path.join(self.out, edge_dir(p, key), "*.parquet") for p in range(self.P)
-                 if os.path.isdir(os.path.join(self.out, edge_dir(p, key)))]
         extra = (", weight" if has_weight else "") + (", feat" if width else "")
         # the reversed edge's anchor: its new dst (= old src) for "in", its new src (= old dst) for "out"
         anchor = "src" if self.direction == "in" else "dst"
         target = os.path.join(self.hive, "edges", reverse_key)
         rows = self.con.execute(
             f"COPY (SELECT dst AS src, src AS dst{extra}, {anchor} % {self.P} AS part "
-            f"FROM read_parquet([{', '.join(sql_str(f) for f in files)}])) "
+            f"FROM read_parquet([{self._edge_files(key)}])) "
             f"TO {sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))"
         ).fetchone()[0]
         self._move_hive(target, lambda p: edge_dir(p, reverse_key))
@@ -399,6 +421,8 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
         for key, (es, table) in edge_srcs.items():
             et = es.edge_type
             has_weight, width = run.write_edges(key, es, table, kinds)
+            if key in supervision:
+                run.write_labels(key)
             written = [(key, et, None)]
             if task.dataset.partition.add_reverse_edges and et.src_node_type != et.dst_node_type:
                 run.write_reverse_edges(key, str(et.reverse()), has_weight, width)
@@ -410,6 +434,8 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
                     dst_node_type=out_et.dst_node_type, count=sum(counts),
                     counts_per_partition=counts, has_weight=has_weight, feature_dim=width,
                     is_supervision=out_key in supervision, reverse_of=reverse_of,
+                    labels_per_partition=(run.rows_per_partition(lambda p, k=out_key: label_dir(p, k))
+                                          if out_key in supervision else None),
                     dropped_dangling=run.dropped.get(out_key, 0))
         node_infos: dict[str, NodeTypeInfo] = {}
         for nt, node in nodes.items():

@@ -8,6 +8,8 @@ Layout of a shard set folder (local path or gs:// prefix)::
     part_<p>/nodes/<node_type>/*.parquet  the nodes partition p owns: int_id INT64 [, feat FLOAT[d]]
     part_<p>/edges/<edge_type>/*.parquet  the edges partition p owns: src INT64, dst INT64
                                           [, weight FLOAT] [, feat FLOAT[k]]  (dense ids)
+    part_<p>/labels/<edge_type>/*.parquet supervision edge types only: src INT64, dst INT64 of the
+                                          edges whose SOURCE (the anchor) partition p owns
 
 Rules (every writer and reader keeps them):
 - Dense ids: per node type, raw ids sorted ascending get 0..N-1. ``id_map`` is the only way back.
@@ -63,6 +65,10 @@ def edge_dir(partition: int, edge_type: str) -> str:
     return f"part_{partition}/edges/{edge_type}"
 
 
+def label_dir(partition: int, edge_type: str) -> str:
+    return f"part_{partition}/labels/{edge_type}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class FileEntry:
     sha256: str
@@ -88,6 +94,7 @@ class EdgeTypeInfo:
     has_weight: bool
     feature_dim: int
     is_supervision: bool
+    labels_per_partition: tuple[int, ...] | None = None  # supervision types: rows in labels/
     reverse_of: str | None = None  # set on a reverse type the partitioner added (datasetConfig.partitionConfig.addReverseEdges)
     dropped_dangling: int = 0
 
@@ -125,7 +132,10 @@ class Manifest:
                 for k, v in raw["node_types"].items()
             },
             edge_types={
-                k: EdgeTypeInfo(**{**v, "counts_per_partition": tuple(v["counts_per_partition"])})
+                k: EdgeTypeInfo(**{**v, "counts_per_partition": tuple(v["counts_per_partition"]),
+                                    "labels_per_partition": (tuple(v["labels_per_partition"])
+                                                             if v.get("labels_per_partition")
+                                                             is not None else None)})
                 for k, v in raw["edge_types"].items()
             },
             files={k: FileEntry(**v) for k, v in raw["files"].items()},

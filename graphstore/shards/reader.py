@@ -27,6 +27,7 @@ from graphstore.shards.format import (
     Manifest,
     edge_dir,
     id_map_path,
+    label_dir,
     node_dir,
     partition_book_path,
 )
@@ -52,10 +53,17 @@ class EdgeShard:
 
 
 @dataclass(frozen=True)
+class LabelShard:
+    src: np.ndarray  # int64 anchors (dense ids of the source node type), owned by this partition
+    dst: np.ndarray  # int64 label nodes (dense ids of the destination node type)
+
+
+@dataclass(frozen=True)
 class PartitionData:
     partition: int
     nodes: dict[str, NodeShard]
     edges: dict[str, EdgeShard]
+    labels: dict[str, LabelShard]  # supervision edge types, placed by source (anchor)
 
 
 def sha256_file(path: str, chunk_bytes: int = 4 << 20) -> str:
@@ -180,7 +188,6 @@ class ShardSet:
             base = m.edge_id_base(et, partition)
             count = info.counts_per_partition[partition]
             if table is None:
-                table = None
                 src = dst = np.empty(0, np.int64)
             else:
                 src = table.column("src").to_numpy().astype(np.int64, copy=False)
@@ -199,4 +206,15 @@ class ShardSet:
                          else _list_column_to_matrix(table.column("feat"), info.feature_dim))
             edges[et] = EdgeShard(src, dst, np.arange(base, base + count, dtype=np.int64),
                                   weight, feats)
-        return PartitionData(partition, nodes, edges)
+        labels: dict[str, LabelShard] = {}
+        for et, info in m.edge_types.items():
+            if info.labels_per_partition is None:
+                continue
+            table = self._read_dir(label_dir(partition, et), verify)
+            if table is None:
+                labels[et] = LabelShard(np.empty(0, np.int64), np.empty(0, np.int64))
+            else:
+                labels[et] = LabelShard(
+                    table.column("src").to_numpy().astype(np.int64, copy=False),
+                    table.column("dst").to_numpy().astype(np.int64, copy=False))
+        return PartitionData(partition, nodes, edges, labels)

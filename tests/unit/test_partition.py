@@ -169,6 +169,14 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction):
         weights.update(zip((umap[i] for i in ui.src), (imap[i] for i in ui.dst),
                            np.round(ui.weight, 5)))
     assert weights == raw["weights"]
+    # supervision labels sit with their source (the anchor), whatever the sampling direction
+    labels: Counter = Counter()
+    for p in range(2):
+        lab = shards.load_partition(p).labels["user__buys__item"]
+        assert (shards.partition_book("user")[lab.src] == p).all()
+        labels.update(zip((umap[i] for i in lab.src), (imap[i] for i in lab.dst)))
+    assert labels == raw["user__buys__item"]
+    assert set(shards.load_partition(0).labels) == {"user__buys__item"}
     # edge ids are one contiguous range per type
     eids = np.concatenate([shards.load_partition(p).edges["user__buys__item"].eids for p in range(2)])
     assert sorted(eids.tolist()) == list(range(200))
