@@ -14,13 +14,14 @@ from graphstore.config.resource_schema import (
 )
 from graphstore.config.schema import (
     DatasetConfig, EdgeSource, EdgeType, ExportConfig, GraphMetadata, GraphStoreStorageConfig,
-    InferencerConfig, NodeSource, PartitionConfig, StorageArgs, TaskConfig, TrainerConfig,
+    InferencerConfig, NodeSource, PartitionConfig, RuntimeConfig, StorageArgs, TaskConfig,
+    TrainerConfig,
 )
 
 __all__ = [
     "ConfigError", "DatasetConfig", "EdgeSource", "EdgeType", "ExportConfig", "GraphMetadata",
     "GraphStoreStorageConfig", "InferencerConfig", "LocalGraphStoreConfig", "NodeSource",
-    "PartitionConfig", "PoolConfig", "Problem", "ResourceConfig", "SharedResourceConfig",
+    "PartitionConfig", "PoolConfig", "Problem", "ResourceConfig", "RuntimeConfig", "SharedResourceConfig",
     "StageResources", "StorageArgs", "TaskConfig", "TrainerConfig", "VertexGraphStoreConfig",
     "load_config_pair", "load_resource_config", "load_task_config",
 ]

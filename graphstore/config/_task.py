@@ -16,11 +16,12 @@ from graphstore.config._dataset import read_dataset, resolve_uri
 from graphstore.config._fields import Collector, join, read_edge_types
 from graphstore.config._storage import read_storage
 from graphstore.config.schema import (
-    EdgeType, ExportConfig, GraphMetadata, InferencerConfig, TaskConfig, TrainerConfig,
+    EdgeType, ExportConfig, GraphMetadata, InferencerConfig, RuntimeConfig, TaskConfig,
+    TrainerConfig,
 )
 
 TASK_KEYS = ("graphMetadata", "taskMetadata", "datasetConfig", "trainerConfig", "inferencerConfig",
-             "exportConfig")
+             "exportConfig", "graphStoreRuntimeConfig")
 NAB_KEY = "nodeAnchorBasedLinkPredictionTaskMetadata"
 
 
@@ -123,6 +124,35 @@ def _export(col: Collector, top: Mapping[str, Any], base_dir: str) -> ExportConf
         model_version=F.take(col, ec, path, "modelVersion", F.as_version, "v1"))
 
 
+RUNTIME_KEYS = {  # YAML key -> (field, default)
+    "clusterInitTimeoutS": "cluster_init_timeout_s", "readinessTimeoutS": "readiness_timeout_s",
+    "rpcTimeoutS": "rpc_timeout_s", "sessionTimeoutS": "session_timeout_s",
+    "heartbeatIntervalS": "heartbeat_interval_s", "heartbeatTimeoutS": "heartbeat_timeout_s",
+    "shutdownTimeoutS": "shutdown_timeout_s",
+}
+
+
+def _runtime(col: Collector, top: Mapping[str, Any]) -> RuntimeConfig | None:
+    path = "graphStoreRuntimeConfig"
+    rc = F.take_section(col, top, "", path, (*RUNTIME_KEYS, "randomSeed"))
+    if rc is None:
+        return RuntimeConfig()
+    defaults = RuntimeConfig()
+    values: dict[str, Any] = {}
+    for key, name in RUNTIME_KEYS.items():
+        value = F.take(col, rc, path, key, F.as_float, getattr(defaults, name))
+        if isinstance(value, float) and value <= 0:
+            col.bad(join(path, key), value, "must be > 0 seconds")
+        values[name] = value
+    values["random_seed"] = F.take(col, rc, path, "randomSeed", F.as_int(0), defaults.random_seed)
+    if (isinstance(values["heartbeat_timeout_s"], float) and isinstance(values["heartbeat_interval_s"], float)
+            and values["heartbeat_timeout_s"] <= values["heartbeat_interval_s"]):
+        col.bad(join(path, "heartbeatTimeoutS"), values["heartbeat_timeout_s"],
+                "must be greater than heartbeatIntervalS "
+                f"({values['heartbeat_interval_s']}), or every peer looks dead")
+    return RuntimeConfig(**{k: float(v) if k != "random_seed" else v for k, v in values.items()})
+
+
 def _same_direction(col: Collector, trainer: TrainerConfig | None,
                     inferencer: InferencerConfig | None) -> None:
     if trainer is None or inferencer is None or trainer.storage is None or inferencer.storage is None:
@@ -148,9 +178,10 @@ def build_task(col: Collector, raw: Any, source_path: str) -> TaskConfig | None:
     inferencer = _inferencer(col, top, node_types, supervision)
     _same_direction(col, trainer, inferencer)
     export = _export(col, top, base_dir)
+    runtime = _runtime(col, top)
     if col.problems:
         return None
     return TaskConfig(graph_metadata=GraphMetadata(node_types=node_types, edge_types=edge_types),
                       supervision_edge_types=supervision, dataset=dataset, trainer=trainer,
-                      inferencer=inferencer, export=export, source_path=os.path.abspath(source_path))
+                      inferencer=inferencer, export=export, runtime=runtime, source_path=os.path.abspath(source_path))
 

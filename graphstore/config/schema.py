@@ -261,6 +261,28 @@ class ExportConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeConfig:
+    """Timeouts and heartbeats of the graph-store runtime (DESIGN §5: every wait is bounded)."""
+
+    cluster_init_timeout_s: float = 600.0  # temporary global group + get_graph_store_info
+    readiness_timeout_s: float = 1800.0  # compute waits for storage to load its shards
+    rpc_timeout_s: float = 300.0  # one RPC request (sampling, fetches)
+    session_timeout_s: float = 86400.0  # longest a storage server session may run
+    heartbeat_interval_s: float = 5.0  # peers are pinged this often
+    heartbeat_timeout_s: float = 20.0  # a peer that does not answer for this long is dead
+    shutdown_timeout_s: float = 120.0  # joining spawned processes, shutting RPC down
+    random_seed: int = 42  # base seed for GLT samplers (unseeded sampling is ~1.8x slower)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"clusterInitTimeoutS": self.cluster_init_timeout_s,
+                "readinessTimeoutS": self.readiness_timeout_s,
+                "rpcTimeoutS": self.rpc_timeout_s, "sessionTimeoutS": self.session_timeout_s,
+                "heartbeatIntervalS": self.heartbeat_interval_s,
+                "heartbeatTimeoutS": self.heartbeat_timeout_s,
+                "shutdownTimeoutS": self.shutdown_timeout_s, "randomSeed": self.random_seed}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TaskConfig:
     """The whole task config. ``source_path`` is informational and excluded from equality."""
 
@@ -270,6 +292,7 @@ class TaskConfig:
     trainer: TrainerConfig
     inferencer: InferencerConfig
     export: ExportConfig = field(default_factory=ExportConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     source_path: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -282,4 +305,5 @@ class TaskConfig:
             "trainerConfig": self.trainer.to_dict(),
             "inferencerConfig": self.inferencer.to_dict(),
             "exportConfig": self.export.to_dict(),
+            "graphStoreRuntimeConfig": self.runtime.to_dict(),
         }

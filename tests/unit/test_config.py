@@ -743,3 +743,24 @@ def test_config_and_pipeline_never_import_torch() -> None:
 
 def test_task_config_type_is_exported() -> None:
     assert TaskConfig.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_runtime_config_defaults_overrides_and_rules(tmp_path):
+    from graphstore.config import RuntimeConfig
+
+    tp = tmp_path / "t.yaml"
+    base = yaml.safe_load(open(REPO / "configs" / "task_homo.yaml"))
+    tp.write_text(yaml.safe_dump(base))
+    assert load_task_config(str(tp)).runtime == RuntimeConfig()
+    task = load_task_config(str(tp), overrides=("graphStoreRuntimeConfig.readinessTimeoutS=7",
+                                                 "graphStoreRuntimeConfig.randomSeed=3"))
+    assert task.runtime.readiness_timeout_s == 7.0 and task.runtime.random_seed == 3
+    base["graphStoreRuntimeConfig"] = {"rpcTimeoutS": 0, "heartbeatIntervalS": 10,
+                                       "heartbeatTimeoutS": 5, "readinessTimeoutZ": 1}
+    tp.write_text(yaml.safe_dump(base))
+    with pytest.raises(ConfigError) as err:
+        load_task_config(str(tp))
+    paths = {p.path for p in err.value.problems}
+    assert {"graphStoreRuntimeConfig.rpcTimeoutS", "graphStoreRuntimeConfig.heartbeatTimeoutS",
+            "graphStoreRuntimeConfig.readinessTimeoutZ"} <= paths
+    assert "readinessTimeoutS" in str(err.value)  # did-you-mean
