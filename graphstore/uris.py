@@ -65,6 +65,17 @@ def exists(uri: str) -> bool:
     return _client().bucket(bucket).blob(key).exists()
 
 
+def write_text(uri: str, text: str) -> None:
+    """Write a small text file (local, parents created) or GCS object."""
+    if not is_gcs(uri):
+        os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+        with open(uri, "w") as fh:
+            fh.write(text)
+        return
+    bucket, key = split_gcs(uri)
+    _client().bucket(bucket).blob(key).upload_from_string(text.encode())
+
+
 def localize(uri: str, workdir: str) -> str:
     """Return a local path holding the file at ``uri``; GCS objects are streamed into ``workdir``.
 
