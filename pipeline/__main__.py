@@ -29,6 +29,9 @@ class Subcommand:
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(name="validate", module="pipeline.cli_validate",
                help="check a task config and a resource config; print a summary or every problem"),
+    Subcommand(name="launch", module="pipeline.cli_launch",
+               help="run one stage (train or infer) as storage and compute processes on this "
+                    "machine"),
 )
 
 

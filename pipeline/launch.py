@@ -1,0 +1,497 @@
+"""The local launcher: one graph-store stage as processes on 127.0.0.1, with Vertex AI's variables.
+
+``launch_stage`` runs the commands the task config names (``trainerConfig.command`` /
+``inferencerConfig.command`` on each of C compute machines, the stage's
+``graphStoreStorageConfig.command`` on each of S storage machines), one process per machine, each in
+its own session, with ``CLUSTER_SPEC`` / ``RANK`` / ``WORLD_SIZE`` / ``MASTER_ADDR`` /
+``MASTER_PORT`` laid out by :mod:`pipeline.topology` (docs/runtime.md has the whole contract).
+
+Order: storage processes are started first (storage 0..S-1), then compute (0..C-1). The run ends
+when every process has exited 0, or at the first non-zero exit (the others get ``failure_grace_s``
+to exit by themselves, then every process tree is killed), or when ``timeout_s`` has passed, or on
+SIGINT/SIGTERM. Whatever the ending, every process of the run (sessions and their descendants,
+also those that left the session) is ended before ``launch_stage`` returns: SIGTERM, then SIGKILL
+after :data:`TERM_GRACE_S`.
+
+No torch import here: this module is part of ``pipeline/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, Mapping, Sequence
+
+import psutil
+import yaml
+
+from graphstore.config import ResourceConfig, TaskConfig
+from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
+from pipeline import topology
+
+log = logging.getLogger("pipeline.launch")
+
+Stage = Literal["train", "infer"]
+TERM_GRACE_S = 5.0
+"""Seconds between SIGTERM and SIGKILL when ending a run's processes."""
+TAIL_LINES = 20
+_POLL_S = 0.1
+_TRACK_EVERY_S = 0.5
+_PYTHON_NAMES = ("python", "python3")
+
+
+class LaunchFailed(RuntimeFailure):
+    """A process failed or the run timed out (exit 1); ``result`` has every exit code."""
+
+    result: LaunchResult
+
+
+class LaunchInterrupted(GraphstoreError):
+    """SIGINT/SIGTERM reached the launcher; every process was ended (exit 130)."""
+
+    exit_code = 130
+    result: LaunchResult
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProcessSpec:
+    """One process to start: a machine of the cluster and the command it runs."""
+
+    role: topology.Role
+    role_index: int
+    rank: int
+    label: str  # "storage 1", "compute 0/2" (machine 0 of 2)
+    config_key: str  # where the command comes from, for messages
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # the variables set on top of the launcher's environment
+    log_path: Path
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProcessOutcome:
+    """How one process ended: a negative ``exit_code`` is the signal that ended it (None: it could
+    not be ended)."""
+
+    spec: ProcessSpec
+    pid: int
+    exit_code: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaunchResult:
+    """One launch: every process's outcome (in start order), the seconds it took, the run dir."""
+
+    stage: Stage
+    run_dir: Path
+    job_name: str
+    processes: tuple[ProcessOutcome, ...]
+    seconds: float
+
+    @property
+    def exit_codes(self) -> dict[str, int | None]:
+        """label -> exit code, in start order."""
+        return {p.spec.label: p.exit_code for p in self.processes}
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that were free on 127.0.0.1 (bound to port 0, then released)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def loopback_interface() -> str:
+    """The name of the interface holding 127.0.0.1 (``lo`` on Linux, ``lo0`` on macOS)."""
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addresses):
+            return name
+    return "lo"
+
+
+def local_env(base_env: Mapping[str, str], loopback: str) -> dict[str, str]:
+    """Variables every local process gets besides the cluster ones (docs/runtime.md)."""
+    env = {"GLOO_SOCKET_IFNAME": loopback, "TP_SOCKET_IFNAME": loopback}
+    for name, value in (("OMP_NUM_THREADS", "1"), ("PYTHONUNBUFFERED", "1")):
+        if name not in base_env:
+            env[name] = value
+    return env
+
+
+def plan_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage, run_dir: Path,
+               contract: Sequence[str], ports: Sequence[int], job_name: str,
+               extra_env: Mapping[str, str]) -> list[ProcessSpec]:
+    """Every process of the stage in start order: storage 0..S-1, then compute 0..C-1.
+
+    ``contract``: the arguments appended to every command (:func:`topology.contract_args`).
+    ``ports``: C + S + 1 free ports: one per machine's CLUSTER_SPEC address (rank order), then
+    MASTER_PORT.
+    """
+    res_attr = "trainer" if stage == "train" else "inferencer"
+    stage_res = getattr(resources, res_attr)
+    if stage_res.kind != "local":
+        raise UsageError(f"{resources.source_path or 'resource config'}: the {res_attr} stage is "
+                         f"{stage_res.kind!r}; use `python -m pipeline submit` for Vertex AI "
+                         "(launch runs local_graph_store_config only)")
+    layout = topology.pool_layout(stage_res.num_compute_machines, stage_res.num_storage)
+    all_machines = topology.machines(layout)
+    if len(ports) != len(all_machines) + 1:
+        raise ValueError(f"need {len(all_machines) + 1} ports, got {len(ports)}")
+    hosts: dict[str, list[str]] = {pool.name: [] for pool in layout}
+    for machine, port in zip(all_machines, ports):
+        hosts[machine.pool].append(f"127.0.0.1:{port}")
+    commands = topology.role_commands(task, stage)
+    specs = []
+    for machine in sorted(all_machines, key=lambda m: (m.role != "storage", m.rank)):
+        key, command = commands[machine.role]
+        argv = topology.split_command(command, key)
+        if argv[0] in _PYTHON_NAMES:
+            argv[0] = sys.executable
+        label = (f"compute {machine.role_index}/{stage_res.num_compute_machines}"
+                 if machine.role == "compute" else f"storage {machine.role_index}")
+        env = topology.cluster_environ(layout, hosts, machine.pool, machine.pool_index, job_name,
+                                       ports[-1])
+        specs.append(ProcessSpec(
+            role=machine.role, role_index=machine.role_index, rank=machine.rank, label=label,
+            config_key=key, argv=(*argv, *contract), env={**env, **extra_env},
+            log_path=run_dir / "logs" / stage / f"{machine.role}_{machine.role_index}.log"))
+    return specs
+
+
+def freeze_configs(task: TaskConfig, resources: ResourceConfig, folder: Path) -> tuple[Path, Path]:
+    """Write the resolved configs as ``folder/task.yaml`` and ``folder/resource.yaml``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = folder / "task.yaml", folder / "resource.yaml"
+    for path, config in zip(paths, (task, resources)):
+        path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    return paths
+
+
+def _drop(_line: str) -> None:
+    """An echo that discards."""
+
+
+class _Running:
+    """One started process: its output pump, its exit watcher, and the descendants seen so far."""
+
+    def __init__(self, spec: ProcessSpec, base_env: Mapping[str, str],
+                 echo: Callable[[str], None], changed: threading.Event) -> None:
+        """Start the process (its own session) and the threads that pump and watch it."""
+        self.spec = spec
+        self.exit_time: float | None = None
+        self.popen = subprocess.Popen(
+            spec.argv, env={**base_env, **spec.env}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pgid = self.popen.pid  # start_new_session: the process leads its own group
+        self.tracked: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self.tracked[self.popen.pid] = psutil.Process(self.popen.pid)
+        self.pump = threading.Thread(target=self._pump, args=(echo,), daemon=True,
+                                     name=f"pump {spec.label}")
+        self.watcher = threading.Thread(target=self._watch, args=(changed,), daemon=True,
+                                        name=f"wait {spec.label}")
+        self.pump.start()
+        self.watcher.start()
+
+    def _pump(self, echo: Callable[[str], None]) -> None:
+        """Copy merged stdout/stderr to the log file and, prefixed, to ``echo``."""
+        prefix, stdout = f"[{self.spec.label}] ", self.popen.stdout
+        if stdout is None:  # not reached: Popen(stdout=PIPE)
+            return
+        with open(self.spec.log_path, "wb") as log_file:
+            for line in iter(stdout.readline, b""):
+                log_file.write(line)
+                log_file.flush()
+                try:
+                    echo(prefix + line.decode("utf-8", errors="replace").rstrip("\r\n"))
+                except OSError:  # e.g. stdout piped into `head`: keep draining into the log
+                    echo = _drop
+        stdout.close()
+
+    def _watch(self, changed: threading.Event) -> None:
+        self.popen.wait()
+        self.exit_time = time.monotonic()
+        changed.set()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode if self.exit_time is not None else None
+
+    def track_descendants(self) -> None:
+        """Remember descendants now, so that those that leave the session can still be ended."""
+        for proc in list(self.tracked.values()):
+            try:
+                for child in proc.children(recursive=True):
+                    self.tracked.setdefault(child.pid, child)
+            except psutil.Error:
+                continue
+
+
+def _group_members(pgids: set[int]) -> list[psutil.Process]:
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) in pgids:
+                members.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    return members
+
+
+def _signal_all(pgids: set[int], procs: Sequence[psutil.Process], sig: int) -> None:
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)  # psutil checks the pid still names the same process
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie (an orphan's zombie may never be reaped in a container)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_gone(procs: Sequence[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait up to ``timeout_s`` for ``procs`` to end; returns those still alive."""
+    deadline = time.monotonic() + timeout_s
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
+def end_all(running: Sequence[_Running], term_grace_s: float = TERM_GRACE_S) -> int:
+    """End every process of the run: SIGTERM to each session and every tracked descendant, then
+    SIGKILL to what is left after ``term_grace_s``. Returns how many processes were still alive."""
+    for r in running:
+        r.track_descendants()
+    pgids = {r.pgid for r in running}
+    targets = {p.pid: p for r in running for p in r.tracked.values()}
+    targets.update({p.pid: p for p in _group_members(pgids)})
+    alive = [p for p in targets.values() if _alive(p)]
+    if not alive:
+        return 0
+    _signal_all(pgids, alive, signal.SIGTERM)
+    still = _wait_gone(alive, term_grace_s)
+    if still:
+        log.warning("pids=%s ignored SIGTERM for %.0f s; sending SIGKILL",
+                    [p.pid for p in still], term_grace_s)
+        _signal_all(pgids, still, signal.SIGKILL)
+        still = _wait_gone(still, term_grace_s)
+        if still:
+            log.error("pids=%s survived SIGKILL", [p.pid for p in still])
+    return len(alive)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _code_text(code: int | None) -> str:
+    """``exit code 1``, or ``signal SIGKILL (exit code -9)``."""
+    names = {-sig.value: sig.name for sig in signal.Signals}
+    return f"signal {names[code]} (exit code {code})" if code in names else f"exit code {code}"
+
+
+def _tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last ``lines`` lines of a log (reads at most its last 64 KiB)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return [f"(cannot read the log: {exc})"]
+    return text.splitlines()[-lines:]
+
+
+def _who(r: _Running) -> str:
+    return f"{r.spec.label} (rank {r.spec.rank})"
+
+
+def _install_signal_handlers(stop: threading.Event, received: list[str]) -> Callable[[], None]:
+    """SIGINT/SIGTERM set ``stop`` (main thread only); returns a function restoring the old ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return restore
+
+
+Ending = Literal["ok", "failed", "timeout", "interrupted"]
+
+
+def _supervise(running: Sequence[_Running], *, deadline: float, failure_grace_s: float,
+               stop: threading.Event, changed: threading.Event) -> tuple[Ending, _Running | None]:
+    """Wait for the run to end; returns how it ended and the first failed process, if any.
+
+    The first failure is the process whose exit was observed first; after it the others get
+    ``failure_grace_s`` to exit by themselves (compute fails fast on a dead storage server).
+    """
+    grace_end: float | None = None
+    next_track = 0.0
+    while True:
+        now = time.monotonic()
+        failed = sorted((r for r in running if r.returncode not in (None, 0)),
+                        key=lambda r: r.exit_time or 0.0)
+        first = failed[0] if failed else None
+        if stop.is_set():
+            return "interrupted", first
+        if first is not None and grace_end is None:
+            grace_end = now + failure_grace_s
+            log.error("process=%r rank=%d exit_code=%s failed first; others get %.0f s to exit",
+                      first.spec.label, first.spec.rank, first.popen.returncode, failure_grace_s)
+        if all(r.returncode is not None for r in running):
+            return ("failed" if first else "ok"), first
+        if grace_end is not None and now >= grace_end:
+            return "failed", first
+        if now >= deadline:
+            return ("failed" if first else "timeout"), first
+        if now >= next_track:
+            for r in running:
+                r.track_descendants()
+            next_track = now + _TRACK_EVERY_S
+        changed.wait(_POLL_S)
+        changed.clear()
+
+
+def _locked(echo: Callable[[str], None] | None) -> Callable[[str], None]:
+    lock, out = threading.Lock(), echo or (lambda line: print(line, flush=True))
+
+    def write(line: str) -> None:
+        with lock:
+            out(line)
+    return write
+
+
+def _start_all(specs: Sequence[ProcessSpec], running: list[_Running], echo: Callable[[str], None],
+               changed: threading.Event, stop: threading.Event) -> None:
+    base_env = dict(os.environ)
+    for spec in specs:
+        if stop.is_set():
+            return
+        try:
+            running.append(_Running(spec, base_env, echo, changed))
+        except OSError as exc:
+            raise UsageError(f"{spec.config_key}: cannot start {spec.argv[0]!r} for {spec.label}: "
+                             f"{exc.strerror or exc}") from None
+        log.info("started process=%r rank=%d pid=%d log=%s", spec.label, spec.rank,
+                 running[-1].popen.pid, _shown(spec.log_path))
+
+
+def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
+                 run_dir: str | os.PathLike[str], task_config_path: str | os.PathLike[str],
+                 resource_config_path: str | os.PathLike[str], timeout_s: float = 3600.0,
+                 failure_grace_s: float = 30.0, overrides: Sequence[str] = (),
+                 echo: Callable[[str], None] | None = None) -> LaunchResult:
+    """Run one stage locally (see the module docstring); returns when every process exited 0.
+
+    ``overrides``: the ``--set`` values ``task`` / ``resources`` were loaded with; when given, the
+    resolved configs are frozen into ``<run_dir>/launch/<stage>/{task,resource}.yaml`` and the
+    commands get those paths instead of ``task_config_path`` / ``resource_config_path``.
+    ``echo`` receives each prefixed output line (default: print to stdout).
+
+    Raises:
+        UsageError: the stage is not local, or a command cannot be split or started (exit 2).
+        LaunchFailed: a process exited non-zero, or ``timeout_s`` passed (exit 1).
+        LaunchInterrupted: SIGINT/SIGTERM (exit 130).
+    """
+    if stage not in topology.STAGE_CONFIG_KEYS:
+        raise UsageError(f"--stage must be train or infer, got {stage!r}")
+    if timeout_s <= 0 or failure_grace_s < 0:
+        raise UsageError(f"timeout_s must be > 0 and failure_grace_s >= 0, got {timeout_s}, "
+                         f"{failure_grace_s}")
+    run_path = Path(run_dir).resolve()
+    stage_res = resources.trainer if stage == "train" else resources.inferencer
+    task_path, res_path = Path(task_config_path).resolve(), Path(resource_config_path).resolve()
+    if overrides:
+        task_path, res_path = freeze_configs(task, resources, run_path / "launch" / stage)
+    contract = topology.contract_args(task_config_path=str(task_path), stage=stage,
+                                      resource_config_path=str(res_path), run_dir=str(run_path))
+    specs = plan_stage(
+        task, resources, stage=stage, run_dir=run_path, contract=contract,
+        ports=free_ports(stage_res.num_compute_machines + stage_res.num_storage + 1),
+        job_name=f"{run_path.name}-{stage}", extra_env=local_env(os.environ, loopback_interface()))
+    log_dir = run_path / "logs" / stage
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for stale in log_dir.glob("*.log"):
+        stale.unlink()
+    stop, changed, received = threading.Event(), threading.Event(), []
+    restore = _install_signal_handlers(stop, received)
+    running: list[_Running] = []
+    start = time.monotonic()
+    try:
+        _start_all(specs, running, _locked(echo), changed, stop)
+        ending, first = _supervise(running, deadline=start + timeout_s,
+                                   failure_grace_s=failure_grace_s, stop=stop, changed=changed)
+        pending = [r for r in running if r.returncode is None]
+    finally:
+        leftover = end_all(running)
+        for r in running:
+            r.watcher.join(timeout=TERM_GRACE_S)
+            r.pump.join(timeout=TERM_GRACE_S)
+        restore()
+    return _finish(stage, run_path, specs, running, time.monotonic() - start,
+                   ending=ending, first=first, pending=pending, leftover=leftover,
+                   timeout_s=timeout_s, signal_name=received[0] if received else "a signal")
+
+
+def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: Sequence[_Running],
+            seconds: float, *, ending: Ending, first: _Running | None, pending: list[_Running],
+            leftover: int, timeout_s: float, signal_name: str) -> LaunchResult:
+    """Build the result; raise the error that ``ending`` calls for."""
+    result = LaunchResult(stage=stage, run_dir=run_dir, job_name=f"{run_dir.name}-{stage}",
+                          seconds=seconds, processes=tuple(
+        ProcessOutcome(spec=r.spec, pid=r.popen.pid, exit_code=r.popen.returncode)
+        for r in running))
+    logs = _shown(run_dir / "logs" / stage)
+    error: LaunchFailed | LaunchInterrupted | None = None
+    if ending == "interrupted":
+        error = LaunchInterrupted(f"interrupted by {signal_name}; ended {len(pending)} running "
+                                  f"processes of {len(specs)}; logs in {logs}")
+    elif ending == "timeout":
+        error = LaunchFailed(f"timed out after {timeout_s:g} s (--timeout-s); still running: "
+                             f"{', '.join(_who(r) for r in pending)}; every process was ended; "
+                             f"logs in {logs}")
+    elif first is not None:
+        tail = _tail(first.spec.log_path)
+        code = _code_text(first.popen.returncode)
+        error = LaunchFailed(f"{_who(first)} failed first with {code}; last {len(tail)} lines of "
+                             f"{_shown(first.spec.log_path)}:\n" + "\n".join(tail))
+    if error is not None:
+        error.result = result
+        raise error
+    if leftover:
+        log.warning("ended %d processes left behind by the run's commands", leftover)
+    return result
