@@ -20,6 +20,15 @@ _LAZY: dict[str, str] = {
     "load_config_pair": "graphstore.config",
     "ShardSet": "graphstore.shards.reader",
     "partition_graph": "graphstore.partition",
+    "GraphStoreInfo": "graphstore.graph_store_info",
+    "get_graph_store_info": "graphstore.graph_store_info",
+    "init_compute_process": "graphstore.compute",
+    "shutdown_compute_process": "graphstore.compute",
+    "RemoteDistDataset": "graphstore.remote_dataset",
+    "DistNeighborLoader": "graphstore.loaders",
+    "DistABLPLoader": "graphstore.loaders",
+    "ABLPInputNodes": "graphstore.ablp",
+    "DistNodeAnchorLinkSplitter": "graphstore.splitter",
 }
 
 __all__ = sorted(_LAZY)

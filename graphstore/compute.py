@@ -1,0 +1,101 @@
+"""Compute side of graph-store mode: join the storage servers, then the compute process group.
+
+Order in every compute worker (DESIGN §5, seed 000):
+
+    init_compute_process(local_rank, cluster_info)   # 1. wait until every storage process is ready
+                                                     #    (bounded: readinessTimeoutS)
+                                                     # 2. start the GLT RPC client (all servers)
+                                                     # 3. then the compute process group
+                                                     #    (gloo on CPU, NCCL with CUDA)
+                                                     # 4. start heartbeats to every server
+    ... RemoteDistDataset, loaders, model ...
+    loader.shutdown()                                # loaders first: frees server-side producers
+    shutdown_compute_process()                       # heartbeats, RPC client, process group
+
+A storage server that stops answering ends this process within ``heartbeatTimeoutS`` with exit
+code 1 and a message naming the storage rank and host (graphstore.heartbeat). The session a
+worker joins is ``cluster_info.session_index`` (use ``cluster_info.for_session(k)`` for the k-th,
+e.g. one per node type in inference).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+
+from graphstore.errors import UsageError
+from graphstore.graph_store_info import GraphStoreInfo, wait_ready
+from graphstore.heartbeat import Heartbeat
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _ComputeProcess:
+    info: GraphStoreInfo
+    rank: int
+    world_size: int
+    heartbeat: Heartbeat
+
+
+_CURRENT: _ComputeProcess | None = None  # one per process; GLT's client context is global too
+
+
+def current() -> _ComputeProcess:
+    if _CURRENT is None:
+        raise UsageError("call init_compute_process(local_rank, cluster_info) first")
+    return _CURRENT
+
+
+def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
+    """Connect this compute worker to the storage servers, then build the compute group."""
+    import graphlearn_torch as glt
+    import torch
+    import torch.distributed as dist
+    from torch.distributed import rpc
+
+    from graphstore.storage.server import CLIENT_GROUP, SERVER_GROUP
+
+    global _CURRENT
+    if _CURRENT is not None:
+        raise UsageError("init_compute_process was already called in this process")
+    info = cluster_info
+    if not 0 <= local_rank < info.num_processes_per_compute:
+        raise UsageError(f"local_rank {local_rank} not in [0, {info.num_processes_per_compute})")
+    rank, world = info.compute_rank(local_rank), info.num_compute_processes
+    t0 = time.perf_counter()
+    wait_ready(info, info.session_index)
+    glt.distributed.init_client(
+        num_servers=info.num_storage_nodes, num_clients=world, client_rank=rank,
+        master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
+        num_rpc_threads=4, client_group_name=CLIENT_GROUP)
+    rpc._set_rpc_timeout(info.runtime.rpc_timeout_s)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(
+        backend, init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
+        rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=info.runtime.cluster_init_timeout_s))
+    peers = {f"storage rank {i} ({host})": f"{SERVER_GROUP}_{i}"
+             for i, host in enumerate(info.storage_node_ips)}
+    beat = Heartbeat(peers, interval_s=info.runtime.heartbeat_interval_s,
+                     timeout_s=info.runtime.heartbeat_timeout_s).start()
+    _CURRENT = _ComputeProcess(info, rank, world, beat)
+    log.info("compute rank=%d/%d joined session=%d storage=%d backend=%s seconds=%.2f", rank, world,
+             info.session_index, info.num_storage_nodes, backend, time.perf_counter() - t0)
+
+
+def shutdown_compute_process() -> None:
+    """Stop heartbeats, shut the RPC client down (ends the session), destroy the group."""
+    import graphlearn_torch as glt
+    import torch.distributed as dist
+
+    global _CURRENT
+    proc = current()
+    proc.heartbeat.stop()
+    glt.distributed.shutdown_client()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _CURRENT = None
+    log.info("compute rank=%d shut down", proc.rank)

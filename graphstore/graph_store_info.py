@@ -1,0 +1,178 @@
+"""``GraphStoreInfo``: the frozen description of a graph-store cluster, and how it is agreed on.
+
+Call order (seed 000; the same on every machine, storage and compute):
+
+    torch.distributed.init_process_group(backend="gloo")   # temporary global group, C + S machines
+    cluster_info = get_graph_store_info()                   # collective: every machine must call it
+    torch.distributed.destroy_process_group()
+
+``get_graph_store_info`` exchanges what no single machine knows: the storage leader picks one free
+RPC port per server session, the compute leader one free process-group port per session and a job
+id. Hosts come from the cluster environment (graphstore.env). Readiness markers of this job live
+under ``readiness_uri`` (``<run-dir>/_graphstore/<stage>/<job id>``), so a retried job never sees
+an earlier attempt's markers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from graphstore import uris
+from graphstore.config import RuntimeConfig
+from graphstore.env import ClusterTopology
+from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.stage import StageContext
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphStoreInfo:
+    num_storage_nodes: int
+    num_compute_nodes: int
+    num_processes_per_compute: int
+    storage_node_ips: tuple[str, ...]
+    compute_node_ips: tuple[str, ...]
+    storage_rpc_ports: tuple[int, ...]  # one per server session, on storage_node_ips[0]
+    compute_pg_ports: tuple[int, ...]  # one per session, on compute_node_ips[0]
+    readiness_uri: str
+    runtime: RuntimeConfig
+    is_local: bool
+    machine_role: Literal["compute", "storage"]
+    machine_index: int  # index of the machine that built this object within its role
+    session_index: int = 0
+
+    @property
+    def num_server_sessions(self) -> int:
+        return len(self.storage_rpc_ports)
+
+    @property
+    def num_compute_processes(self) -> int:
+        return self.num_compute_nodes * self.num_processes_per_compute
+
+    @property
+    def storage_cluster_master_ip(self) -> str:
+        return self.storage_node_ips[0]
+
+    @property
+    def compute_cluster_master_ip(self) -> str:
+        return self.compute_node_ips[0]
+
+    @property
+    def storage_rpc_port(self) -> int:
+        return self.storage_rpc_ports[self.session_index]
+
+    @property
+    def compute_pg_port(self) -> int:
+        return self.compute_pg_ports[self.session_index]
+
+    def for_session(self, session_index: int) -> "GraphStoreInfo":
+        """The same cluster, pointed at server session ``session_index``."""
+        if not 0 <= session_index < self.num_server_sessions:
+            raise UsageError(f"GraphStoreInfo: session {session_index} does not exist "
+                             f"(storage serves {self.num_server_sessions})")
+        return dataclasses.replace(self, session_index=session_index)
+
+    def compute_rank(self, local_rank: int) -> int:
+        """Global rank of a compute process among all compute processes."""
+        if self.machine_role != "compute":
+            raise UsageError("GraphStoreInfo.compute_rank: this info was built on a storage machine")
+        return self.machine_index * self.num_processes_per_compute + local_rank
+
+
+def free_ports(count: int, host: str) -> list[int]:
+    """``count`` distinct ports free on ``host`` right now (bound together, then released)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def bind_host(topology: ClusterTopology) -> str:
+    """Loopback in local mode; all interfaces of the job's private network otherwise."""
+    return "127.0.0.1" if topology.is_local else ""
+
+
+def get_graph_store_info(ctx: StageContext | None = None,
+                         topology: ClusterTopology | None = None) -> GraphStoreInfo:
+    """Collective over the initialised global process group (all C + S machines)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise UsageError("get_graph_store_info: call torch.distributed.init_process_group(...) "
+                         "first (the temporary global group of all compute and storage machines)")
+    ctx = ctx or StageContext.from_argv()
+    topology = topology or ClusterTopology.from_env(os.environ)
+    if dist.get_world_size() != topology.world_size:
+        raise UsageError(f"get_graph_store_info: process group has {dist.get_world_size()} "
+                         f"members but the cluster has {topology.world_size} machines")
+    res = ctx.stage_resources
+    if (res.num_storage, res.num_compute_machines) != (topology.num_storage_machines,
+                                                       topology.num_compute_machines):
+        raise UsageError(
+            f"resource config says {res.num_storage} storage x {res.num_compute_machines} compute "
+            f"machines for stage {ctx.stage}, the cluster has {topology.num_storage_machines} x "
+            f"{topology.num_compute_machines}")
+    sessions = ctx.storage.storage_args.num_server_sessions
+    mine: dict = {}
+    if topology.role == "storage" and topology.machine_index == 0:
+        mine["storage_rpc_ports"] = free_ports(sessions, bind_host(topology))
+    if topology.role == "compute" and topology.machine_index == 0:
+        mine["compute_pg_ports"] = free_ports(sessions, bind_host(topology))
+        mine["job_id"] = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    gathered: list = [None] * topology.world_size
+    dist.all_gather_object(gathered, mine)
+    # Let gloo's worker thread finish and free the all-gather's tensors now, while this thread
+    # waits with the GIL released: destroying the group right after an object collective can
+    # deadlock in torch 2.3 (~ProcessGroupGloo joins a thread that waits for the GIL; seen here).
+    dist.barrier()
+    merged = {k: v for part in gathered for k, v in part.items()}
+    if "storage_rpc_ports" not in merged or "compute_pg_ports" not in merged:
+        raise RuntimeFailure("get_graph_store_info: a leader did not report its ports "
+                             f"(got {sorted(merged)})")
+    return GraphStoreInfo(
+        num_storage_nodes=topology.num_storage_machines,
+        num_compute_nodes=topology.num_compute_machines,
+        num_processes_per_compute=res.procs_per_compute,
+        storage_node_ips=topology.storage_hosts, compute_node_ips=topology.compute_hosts,
+        storage_rpc_ports=tuple(merged["storage_rpc_ports"]),
+        compute_pg_ports=tuple(merged["compute_pg_ports"]),
+        readiness_uri=ctx.path("_graphstore", ctx.stage, merged["job_id"]),
+        runtime=ctx.task.runtime, is_local=topology.is_local, machine_role=topology.role,
+        machine_index=topology.machine_index)
+
+
+# -- readiness ------------------------------------------------------------------------------------
+def _marker(info: GraphStoreInfo, session: int, storage_index: int) -> str:
+    return uris.join(info.readiness_uri, f"session_{session}", f"storage_{storage_index}.ready")
+
+
+def mark_ready(info: GraphStoreInfo, session: int, storage_index: int) -> None:
+    """Storage: announce that this server session is about to accept clients."""
+    uris.write_text(_marker(info, session, storage_index), "ready")
+
+
+def wait_ready(info: GraphStoreInfo, session: int, poll_s: float = 0.2) -> None:
+    """Compute: block until every storage process marked ``session`` ready (bounded)."""
+    deadline = time.monotonic() + info.runtime.readiness_timeout_s
+    pending = set(range(info.num_storage_nodes))
+    while pending:
+        pending = {i for i in pending if not uris.exists(_marker(info, session, i))}
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeFailure(
+                f"storage rank(s) {sorted(pending)} not ready for session {session} after "
+                f"{info.runtime.readiness_timeout_s:.0f}s (graphStoreRuntimeConfig.readinessTimeoutS); "
+                "see their logs")
+        time.sleep(poll_s)

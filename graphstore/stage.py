@@ -1,0 +1,72 @@
+"""What a graph-store stage process knows from its command line: configs, stage, run folder.
+
+The launcher (``python -m pipeline launch``) and the Vertex job both append the same arguments to
+every storage and compute command (docs/runtime.md):
+
+    --task-config PATH --resource-config PATH --stage train|infer --run-dir URI
+
+:meth:`StageContext.from_argv` parses them (unknown extra flags are left for user code) and loads
+the frozen configs. Run folder layout (one writer per prefix):
+
+    <run-dir>/shards/                    partition stage output (read by storage)
+    <run-dir>/checkpoint/                trainer output
+    <run-dir>/embeddings/<node_type>/    inferencer output
+    <run-dir>/_graphstore/<stage>/<job>/ readiness markers of one graph-store job
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from graphstore import uris
+from graphstore.config import (
+    GraphStoreStorageConfig, ResourceConfig, StageResources, TaskConfig, load_config_pair,
+)
+
+Stage = Literal["train", "infer"]
+
+
+def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
+    """The four arguments every graph-store command receives."""
+    parser.add_argument("--task-config", required=True, help="frozen task config YAML")
+    parser.add_argument("--resource-config", required=True, help="frozen resource config YAML")
+    parser.add_argument("--stage", required=True, choices=("train", "infer"))
+    parser.add_argument("--run-dir", required=True, help="run folder (local path or gs:// prefix)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageContext:
+    task: TaskConfig
+    resources: ResourceConfig
+    stage: Stage
+    run_dir: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "StageContext":
+        task, resources = load_config_pair(args.task_config, args.resource_config)
+        return cls(task=task, resources=resources, stage=args.stage, run_dir=args.run_dir)
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str] | None = None) -> "StageContext":
+        """Parse the stage arguments out of ``argv`` (default: ``sys.argv[1:]``), ignoring others."""
+        parser = argparse.ArgumentParser(add_help=False)
+        add_stage_arguments(parser)
+        args, _ = parser.parse_known_args(argv)
+        return cls.from_args(args)
+
+    @property
+    def stage_resources(self) -> StageResources:
+        return self.resources.trainer if self.stage == "train" else self.resources.inferencer
+
+    @property
+    def storage(self) -> GraphStoreStorageConfig:
+        return self.task.trainer.storage if self.stage == "train" else self.task.inferencer.storage
+
+    @property
+    def shards_uri(self) -> str:
+        return uris.join(self.run_dir, "shards")
+
+    def path(self, *parts: str) -> str:
+        return uris.join(self.run_dir, *parts)

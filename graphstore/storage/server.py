@@ -1,0 +1,199 @@
+"""Storage processes: build the partition once, then serve server sessions one after another.
+
+Order (DESIGN §5):
+  1. the temporary global group agrees on ``GraphStoreInfo`` (graphstore.graph_store_info),
+     then is destroyed: storage never keeps a process group of its own;
+  2. the shard partition ``machine_index`` is loaded and split (graphstore.storage.dataset);
+  3. for each of ``num_server_sessions`` sessions, one spawned process: it marks itself ready,
+     starts the GLT RPC server (``init_server``), pings its clients (graphstore.heartbeat), and
+     returns when the clients shut the session down. An RPC server cannot accept a second client
+     group after the first one left, hence one process per session. Its exit code is checked, and
+     it is joined with ``sessionTimeoutS``.
+
+The ``gs_*`` functions below are what compute processes call on a server through GLT's
+``request_server``; they read :data:`_STATE`, the module-level storage state of the session process
+(GLT keeps its own server object in a module global too, so this is where that pattern belongs).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import multiprocessing as mp
+import time
+
+import numpy as np
+import torch
+
+from graphstore.ablp import ABLPInputNodes
+from graphstore.config import EdgeType
+from graphstore.env import ClusterTopology
+from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.graph_store_info import GraphStoreInfo, bind_host, free_ports, get_graph_store_info, mark_ready
+from graphstore.heartbeat import Heartbeat
+from graphstore.stage import StageContext
+from graphstore.storage.dataset import StorageState, build_storage_dataset
+
+log = logging.getLogger(__name__)
+
+SERVER_GROUP = "gs_server"
+CLIENT_GROUP = "gs_client"
+
+_STATE: StorageState | None = None
+_BIND_HOST = "127.0.0.1"
+
+
+# -- RPC handlers (run inside a storage session process) ------------------------------------------
+def _state() -> StorageState:
+    if _STATE is None:
+        raise RuntimeFailure("storage state is not set in this process (not a session process?)")
+    return _STATE
+
+
+def _slice(values: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    """Contiguous slice ``rank`` of ``world_size``: together the slices cover ``values`` once."""
+    if not 0 <= rank < world_size:
+        raise UsageError(f"rank {rank} is not in [0, {world_size})")
+    n = len(values)
+    return values[rank * n // world_size:(rank + 1) * n // world_size]
+
+
+def gs_metadata() -> dict:
+    s = _state()
+    return {"num_partitions": s.num_partitions, "edge_dir": s.edge_dir,
+            "homogeneous": s.homogeneous, "node_types": s.node_types, "edge_types": s.edge_types,
+            "node_counts": s.node_counts, "feature_dims": s.feature_dims,
+            "supervision_edge_types": tuple(s.supervision), "has_splits": s.has_splits}
+
+
+def gs_free_port() -> int:
+    """A port free on this storage host (the master port of a loader's sampling workers)."""
+    return free_ports(1, _BIND_HOST)[0]
+
+
+def gs_node_ids(rank: int, world_size: int, node_type: str, split: str | None) -> torch.Tensor:
+    s = _state()
+    if split is None:
+        if node_type not in s.owned_nodes:
+            raise UsageError(f"fetch_node_ids: unknown node type {node_type!r} (have {list(s.owned_nodes)})")
+        ids = s.owned_nodes[node_type]
+    else:
+        sups = [v for k, v in s.supervision.items() if EdgeType.parse(k).src_node_type == node_type]
+        if not sups:
+            raise UsageError(f"fetch_node_ids(split={split!r}): {node_type!r} anchors no supervision edge type")
+        ids = np.unique(np.concatenate([_anchors(v, split) for v in sups]))
+    return torch.from_numpy(np.ascontiguousarray(_slice(ids, rank, world_size)))
+
+
+def _anchors(sup, split: str | None) -> np.ndarray:
+    key = split or "all"
+    if key not in sup.anchors_by_split:
+        raise UsageError(f"storage has no {split!r} split: set storageArgs.splitter_cls_path "
+                         "(e.g. graphstore.DistNodeAnchorLinkSplitter) in the stage's storage config")
+    return sup.anchors_by_split[key]
+
+
+def gs_ablp_input(split: str | None, rank: int, world_size: int,
+                  supervision_edge_type: str) -> ABLPInputNodes:
+    s = _state()
+    if supervision_edge_type not in s.supervision:
+        raise UsageError(f"fetch_ablp_input: {supervision_edge_type!r} is not a supervision edge type "
+                         f"(have {list(s.supervision)})")
+    sup = s.supervision[supervision_edge_type]
+    anchors = np.ascontiguousarray(_slice(_anchors(sup, split), rank, world_size))
+    lo = np.searchsorted(sup.anchor_src, anchors, side="left")
+    hi = np.searchsorted(sup.anchor_src, anchors, side="right")
+    rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if len(anchors) else np.empty(0, np.int64)
+    pairs = np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64)
+    et = EdgeType.parse(supervision_edge_type)
+    return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
+                          positive_labels={et.as_tuple(): torch.from_numpy(pairs)})
+
+
+def _session_finished() -> bool:
+    from graphlearn_torch.distributed.dist_server import get_server
+
+    server = get_server()
+    return server is None or bool(getattr(server, "_exit", False))
+
+
+# -- sessions --------------------------------------------------------------------------------------
+def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
+                  storage_index: int, log_level: int) -> None:
+    """Body of one spawned server-session process."""
+    import graphlearn_torch as glt
+
+    from graphstore.cli import setup_logging
+
+    setup_logging(f"storage{storage_index}/s{session}", log_level)
+    global _STATE, _BIND_HOST
+    _STATE, _BIND_HOST = state, ("127.0.0.1" if info.is_local else "")
+    torch.set_num_threads(1)
+    mark_ready(info, session, storage_index)
+    t0 = time.perf_counter()
+    glt.distributed.init_server(
+        num_servers=info.num_storage_nodes, server_rank=storage_index, dataset=dataset,
+        master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_ports[session],
+        num_clients=info.num_compute_processes, num_rpc_threads=16,
+        request_timeout=int(info.runtime.rpc_timeout_s), server_group_name=SERVER_GROUP)
+    log.info("session=%d serving clients=%d connect_s=%.2f", session, info.num_compute_processes,
+             time.perf_counter() - t0)
+    peers = {f"compute rank {j}": f"{CLIENT_GROUP}_{j}" for j in range(info.num_compute_processes)}
+    beat = Heartbeat(peers, interval_s=info.runtime.heartbeat_interval_s,
+                     timeout_s=info.runtime.heartbeat_timeout_s,
+                     is_finished=_session_finished).start()
+    glt.distributed.wait_and_shutdown_server()
+    beat.stop()
+    log.info("session=%d done seconds=%.1f", session, time.perf_counter() - t0)
+
+
+def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_index: int) -> None:
+    """Run every server session in its own spawned process, one after another."""
+    ctx = mp.get_context("spawn")
+    for session in range(info.num_server_sessions):
+        proc = ctx.Process(target=_session_main, name=f"storage{storage_index}-session{session}",
+                           args=(session, dataset, state, info, storage_index,
+                                 logging.getLogger().level))
+        proc.start()
+        proc.join(timeout=info.runtime.session_timeout_s)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=info.runtime.shutdown_timeout_s)
+            raise RuntimeFailure(f"storage {storage_index}: session {session} exceeded "
+                                 f"{info.runtime.session_timeout_s:.0f}s (sessionTimeoutS)")
+        if proc.exitcode != 0:
+            raise RuntimeFailure(f"storage {storage_index}: session {session} process exited "
+                                 f"with code {proc.exitcode}")
+
+
+def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
+    """The whole life of one storage machine process (see module docs for the order)."""
+    import torch.distributed as dist
+
+    from graphstore.shards.reader import ShardSet
+
+    if topology.role != "storage":
+        raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://{topology.master_addr}:{topology.master_port}",
+        rank=topology.rank, world_size=topology.world_size,
+        timeout=datetime.timedelta(seconds=ctx.task.runtime.cluster_init_timeout_s))
+    try:
+        info = get_graph_store_info(ctx, topology)
+    finally:
+        dist.destroy_process_group()
+    shards = ShardSet.open(ctx.shards_uri)
+    if shards.manifest.num_partitions != info.num_storage_nodes:
+        raise UsageError(f"{ctx.shards_uri} has {shards.manifest.num_partitions} partitions but the "
+                         f"cluster has {info.num_storage_nodes} storage processes; re-partition "
+                         f"with --num-partitions {info.num_storage_nodes}")
+    dataset, state = build_storage_dataset(
+        shards, topology.machine_index, ctx.storage.storage_args,
+        ctx.storage.storage_args.sample_edge_direction)
+    serve_sessions(dataset, state, info, topology.machine_index)
+    log.info("storage %d served %d session(s); exiting", topology.machine_index,
+             info.num_server_sessions)
+    return 0
+
+
+__all__ = ["run_storage", "serve_sessions", "SERVER_GROUP", "CLIENT_GROUP", "bind_host"]

@@ -1,0 +1,119 @@
+"""A compute command for the runtime tests, written the way seed 000 shows a user module.
+
+Run by ``python -m pipeline launch`` as ``trainerConfig.command`` / ``inferencerConfig.command``.
+Each worker records what it fetched and sampled (dense ids) into ``<run-dir>/probe/``; the tests
+compare that against the raw input tables. ``--sessions N`` runs N sessions one after another,
+each with freshly spawned workers (as inference does per node type). ``--slow-s S`` sleeps S seconds
+per batch (the kill-a-storage test stops a storage process meanwhile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from graphstore import (
+    DistABLPLoader, DistNeighborLoader, GraphStoreInfo, RemoteDistDataset, get_graph_store_info,
+    init_compute_process, shutdown_compute_process,
+)
+from graphstore.cli import setup_logging
+from graphstore.env import ClusterTopology
+from graphstore.stage import StageContext
+
+
+def _edges(batch, hetero: bool) -> dict:
+    """Sampled edges of a batch as global (src, dst) id pairs per edge type."""
+    if not hetero:
+        return {"__homo__": batch.node[batch.edge_index].T.tolist()}
+    out = {}
+    for et in batch.edge_types:
+        if "edge_index" not in batch[et]:
+            continue
+        ei = batch[et].edge_index
+        src, dst = batch[et[0]].node[ei[0]], batch[et[-1]].node[ei[1]]
+        out["__".join(et)] = torch.stack([src, dst], 1).tolist()
+    return out
+
+
+def _features(batch, hetero: bool) -> dict:
+    if not hetero:
+        return {"__homo__": (batch.node, batch.x)}
+    return {nt: (batch[nt].node, batch[nt].x) for nt in batch.node_types if "x" in batch[nt]}
+
+
+def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float) -> None:
+    setup_logging(f"compute-w{local_rank}")
+    init_compute_process(local_rank, info)
+    dataset = RemoteDistDataset(info, local_rank)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    meta = dataset.metadata
+    hetero = not meta["homogeneous"]
+    record: dict = {"rank": rank, "world": world, "meta": meta, "session": info.session_index}
+    sup = meta["supervision_edge_types"][0]
+    anchor_type = sup.split("__")[0]
+    for split in ("train", "val", "test"):
+        ablp = dataset.fetch_ablp_input(split=split, rank=rank, world_size=world,
+                                        anchor_node_type=anchor_type, supervision_edge_type=sup)
+        record[f"anchors_{split}"] = {k: v.anchor_nodes for k, v in ablp.items()}
+        record[f"pairs_{split}"] = {k: v.positive_labels[tuple(sup.split("__"))] for k, v in ablp.items()}
+    ablp = dataset.fetch_ablp_input(split="train", rank=rank, world_size=world,
+                                    supervision_edge_type=sup)
+    loader = DistABLPLoader(dataset, [4, 3], ablp, batch_size=16, shuffle=True)
+    pairs, edges, feats = [], {}, []
+    for batch in loader:
+        at, lt = batch.anchor_node_type, batch.label_node_type
+        anchors = (batch[at].node if hetero else batch.node)[batch.y_positive[0]]
+        labels = (batch[lt].node if hetero else batch.node)[batch.y_positive[1]]
+        pairs += torch.stack([anchors, labels], 1).tolist()
+        for k, v in _edges(batch, hetero).items():
+            edges.setdefault(k, []).extend(v)
+        feats.append(_features(batch, hetero))
+        if slow_s:
+            time.sleep(slow_s)
+    loader.shutdown()
+    record.update(ablp_pairs=pairs, ablp_edges=edges, ablp_feats=feats)
+    node_type = meta["node_types"][0] if not hetero else sup.split("__")[2]
+    ids = dataset.fetch_node_ids(rank=rank, world_size=world, node_type=node_type)
+    seeds_in = torch.cat([t for t in ids.values()]) if ids else torch.empty(0)
+    nloader = DistNeighborLoader(dataset, [4, 3], (node_type, ids) if hetero else ids, batch_size=32)
+    seeds, nedges = [], {}
+    for batch in nloader:
+        seeds += (batch[node_type].batch if hetero else batch.batch).tolist()
+        for k, v in _edges(batch, hetero).items():
+            nedges.setdefault(k, []).extend(v)
+    nloader.shutdown()
+    record.update(node_type=node_type, seeds_in=seeds_in.tolist(), seeds=seeds, nbr_edges=nedges)
+    torch.save(record, os.path.join(out_dir, f"session{info.session_index}_rank{rank}.pt"))
+    shutdown_compute_process()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=1)
+    parser.add_argument("--slow-s", type=float, default=0.0)
+    args, _ = parser.parse_known_args()
+    ctx = StageContext.from_argv()
+    topology = ClusterTopology.from_env(os.environ)
+    setup_logging(f"compute{topology.machine_index}")
+    dist.init_process_group("gloo", init_method=f"tcp://{topology.master_addr}:{topology.master_port}",
+                            rank=topology.rank, world_size=topology.world_size,
+                            timeout=datetime.timedelta(seconds=120))
+    info = get_graph_store_info(ctx, topology)
+    dist.destroy_process_group()
+    out_dir = ctx.path("probe")
+    os.makedirs(out_dir, exist_ok=True)
+    for session in range(args.sessions):
+        mp.spawn(worker, args=(info.for_session(session), out_dir, args.slow_s),
+                 nprocs=info.num_processes_per_compute, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

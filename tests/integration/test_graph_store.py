@@ -1,0 +1,234 @@
+"""Graph-store runtime end to end: real storage and compute processes on loopback.
+
+2 storage processes x 1 compute machine x 2 compute processes, started by the local launcher, on
+a tiny generated graph (heterogeneous and homogeneous). The compute command is
+``probe_compute.py``, a seed-000-style user module that records what it fetched and sampled; every
+expectation below is computed from the raw input tables, not from the implementation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+
+from graphstore.config import load_config_pair
+from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.partition import partition_graph
+from graphstore.shards.reader import ShardSet
+from graphstore.splitter import DistNodeAnchorLinkSplitter
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = REPO / "tests" / "integration" / "probe_compute.py"
+pytestmark = [pytest.mark.integration]
+
+RUNTIME = {"readinessTimeoutS": 120, "heartbeatIntervalS": 1, "heartbeatTimeoutS": 8,
+           "clusterInitTimeoutS": 120, "rpcTimeoutS": 60, "shutdownTimeoutS": 30}
+SPLITTER = {"sampling_direction": "in", "should_convert_labels_to_edges": True,
+            "num_val": 0.2, "num_test": 0.2}
+
+
+def _task(kind: str, data: Path, direction: str, probe_args: str = "") -> dict:
+    base = yaml.safe_load((REPO / "configs" / f"task_{kind}.yaml").read_text())
+    base["datasetConfig"]["dataRootUri"] = str(data)
+    compute = f"python {PROBE} {probe_args}".strip()
+    splitter = dict(SPLITTER, sampling_direction=direction)
+    base["trainerConfig"]["command"] = compute
+    base["trainerConfig"]["graphStoreStorageConfig"]["storageArgs"] = {
+        "sample_edge_direction": direction,
+        "splitter_cls_path": "graphstore.DistNodeAnchorLinkSplitter", "splitter_kwargs": splitter}
+    base["inferencerConfig"]["command"] = compute
+    base["inferencerConfig"]["graphStoreStorageConfig"]["storageArgs"] = {
+        "sample_edge_direction": direction,
+        "splitter_cls_path": "graphstore.DistNodeAnchorLinkSplitter", "splitter_kwargs": splitter}
+    base["graphStoreRuntimeConfig"] = RUNTIME
+    return base
+
+
+RESOURCES = {k: {"local_graph_store_config": {"num_storage_processes": 2, "num_compute_machines": 1,
+                                              "compute_cluster_local_world_size": 2}}
+             for k in ("trainer_resource_config", "inferencer_resource_config")}
+
+
+def _prepare(tmp: Path, kind: str, direction: str, probe_args: str = "") -> tuple[Path, Path, Path]:
+    data = tmp / "data"
+    if not data.exists():
+        generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero" if kind == "hetero" else "homo",
+                                                 seed=3), str(data))
+    tp, rp, run = tmp / "task.yaml", tmp / "resources.yaml", tmp / "run"
+    tp.write_text(yaml.safe_dump(_task(kind, data, direction, probe_args)))
+    rp.write_text(yaml.safe_dump(RESOURCES))
+    task, _ = load_config_pair(str(tp), str(rp))
+    partition_graph(task, num_partitions=2, output_uri=str(run / "shards"))
+    return tp, rp, run
+
+
+def _launch(tp: Path, rp: Path, run: Path, stage: str = "train", timeout_s: int = 240,
+            **popen) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
+         str(rp), "--stage", stage, "--run-dir", str(run), "--timeout-s", str(timeout_s),
+         "--failure-grace-s", "60"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def _run_ok(tp: Path, rp: Path, run: Path, stage: str = "train") -> str:
+    proc = _launch(tp, rp, run, stage)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+def _records(run: Path, session: int = 0) -> list[dict]:
+    files = sorted((run / "probe").glob(f"session{session}_rank*.pt"))
+    assert len(files) == 2, files
+    return [torch.load(f) for f in files]
+
+
+def _raw_graph(run: Path) -> tuple[ShardSet, dict[str, set]]:
+    """Every edge of the raw graph, in dense ids, per edge type key (reverse types included)."""
+    shards = ShardSet.open(str(run / "shards"))
+    edges = {}
+    for key in shards.manifest.edge_types:
+        pairs = set()
+        for p in range(shards.manifest.num_partitions):
+            e = shards.load_partition(p).edges[key]
+            pairs.update(zip(e.src.tolist(), e.dst.tolist()))
+        edges[key] = pairs
+    return shards, edges
+
+
+def _raw_features(data: Path, shards: ShardSet, node_type: str, file: str, id_col: str) -> dict:
+    table = pq.read_table(data / file)
+    raw_ids = table.column(id_col).to_pylist()
+    feats = np.stack([table.column(f"f_{i}").to_numpy() for i in range(16)], 1)
+    dense = {r: i for i, r in enumerate(shards.id_map(node_type).column("raw_id").to_pylist())}
+    return {dense[r]: feats[j] for j, r in enumerate(raw_ids)}
+
+
+def _check_run(run: Path, data: Path, kind: str, direction: str) -> None:
+    recs = _records(run)
+    shards, raw = _raw_graph(run)
+    sup = recs[0]["meta"]["supervision_edge_types"][0]
+    src_t, _, dst_t = sup.split("__")
+    labels = Counter()
+    for p in range(2):
+        lab = shards.load_partition(p).labels[sup]
+        labels.update(zip(lab.src.tolist(), lab.dst.tolist()))
+    all_anchors = {a for a, _ in labels}
+    # splits: disjoint, cover every anchor, and agree with the splitter's pure function
+    by_split = {s: set() for s in ("train", "val", "test")}
+    for r in recs:
+        for s in by_split:
+            for t in r[f"anchors_{s}"].values():
+                got = t.tolist()
+                assert not by_split[s] & set(got), "an anchor was given to two compute ranks"
+                by_split[s] |= set(got)
+    assert not (by_split["train"] & by_split["val"]) and not (by_split["train"] & by_split["test"])
+    assert not (by_split["val"] & by_split["test"])
+    assert by_split["train"] | by_split["val"] | by_split["test"] == all_anchors
+    splitter = DistNodeAnchorLinkSplitter(**dict(SPLITTER, sampling_direction=direction))
+    codes = splitter.assign(src_t, np.array(sorted(all_anchors)), shards.manifest.node_types[src_t].count)
+    assert {a for a, c in zip(sorted(all_anchors), codes) if c == 2} == by_split["test"]
+    assert 0.05 < len(by_split["test"]) / len(all_anchors) < 0.4
+    # every training (anchor, positive) pair is seen exactly once in the epoch, across ranks
+    train_pairs = Counter({pair: n for pair, n in labels.items() if pair[0] in by_split["train"]})
+    seen = Counter(tuple(p) for r in recs for p in r["ablp_pairs"])
+    assert seen == train_pairs
+    # every sampled edge exists in the graph storage serves, and val/test supervision is held out
+    heldout = by_split["val"] | by_split["test"]
+    for r in recs:
+        for sampled in (r["ablp_edges"], r["nbr_edges"]):
+            for key, pairs in sampled.items():
+                key = next(iter(raw)) if key == "__homo__" else key
+                missing = [p for p in map(tuple, pairs) if p not in raw[key]]
+                assert not missing, f"{key}: sampled edges not in the graph, e.g. {missing[:3]}"
+                if key == sup:
+                    assert not [p for p in pairs if p[0] in heldout]
+    # features equal the raw features of the sampled node ids
+    files = ({"user": ("users.parquet", "user_id"), "item": ("items.parquet", "item_id")}
+             if kind == "hetero" else {"item": ("nodes.parquet", "node_id")})
+    truth = {nt: _raw_features(data, shards, nt, *files[nt]) for nt in files}
+    checked = 0
+    for r in recs:
+        for batch in r["ablp_feats"]:
+            for nt, (ids, x) in batch.items():
+                nt = "item" if nt == "__homo__" else nt
+                for i, row in zip(ids.tolist(), x):
+                    np.testing.assert_allclose(row.numpy(), truth[nt][i], rtol=1e-6)
+                    checked += 1
+    assert checked > 100
+    # the neighbour loader's seeds: every node of the type exactly once across ranks
+    nt = recs[0]["node_type"]
+    seeds = Counter(s for r in recs for s in r["seeds"])
+    assert seeds == Counter(range(shards.manifest.node_types[nt].count))
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("kind,direction", [("hetero", "in"), ("hetero", "out"), ("homo", "in")])
+def test_graph_store_sampling_matches_raw_graph(tmp_path, kind, direction):
+    tp, rp, run = _prepare(tmp_path, kind, direction)
+    _run_ok(tp, rp, run)
+    _check_run(run, tmp_path / "data", kind, direction)
+
+
+@pytest.mark.timeout(420)
+def test_two_sessions_on_one_storage_run(tmp_path):
+    tp, rp, run = _prepare(tmp_path, "hetero", "in", probe_args="--sessions 2")
+    # the inferencer embeds 2 node types: its storage derives 2 sessions
+    out = _run_ok(tp, rp, run, stage="infer")
+    for session in (0, 1):
+        recs = _records(run, session)
+        assert {r["session"] for r in recs} == {session}
+        assert sum(len(r["seeds"]) for r in recs) > 0
+    assert out.count("session=1 done") == 2, out[-3000:]
+
+
+def _descendants_gone(pids: list[int]) -> list[int]:
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.timeout(300)
+def test_killed_storage_fails_every_compute_fast_and_leaves_no_process(tmp_path):
+    tp, rp, run = _prepare(tmp_path, "hetero", "in", probe_args="--slow-s 0.5")
+    proc = _launch(tp, rp, run)
+    launcher = psutil.Process(proc.pid)
+    victim = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and victim is None:
+        for child in launcher.children(recursive=True):
+            try:
+                cmd = " ".join(child.cmdline())
+            except psutil.Error:
+                continue
+            if "components.storage" in cmd and "--stage" in cmd and child.ppid() == proc.pid:
+                # storage machine process 1; wait until compute is sampling
+                if list((run / "_graphstore").rglob("storage_1.ready")):
+                    victim = child
+        time.sleep(0.5)
+    assert victim is not None, "storage 1 never became ready"
+    time.sleep(4)  # compute is inside its first epoch (slow batches)
+    tree = [p.pid for p in launcher.children(recursive=True)]
+    for p in [victim, *victim.children(recursive=True)]:
+        p.kill()
+    killed_at = time.monotonic()
+    out, _ = proc.communicate(timeout=200)
+    elapsed = time.monotonic() - killed_at
+    assert proc.returncode == 1, out[-4000:]
+    assert elapsed < 90, f"launcher took {elapsed:.0f}s after the kill"
+    compute_errors = [ln for ln in out.splitlines() if ln.startswith("[compute") and "storage rank 1" in ln]
+    assert compute_errors, out[-4000:]
+    assert "storage 1" in out.split("failed first")[0][-200:] or "storage 1" in out
+    assert not _descendants_gone(tree)
