@@ -16,6 +16,7 @@ an earlier attempt's markers.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import socket
 import time
@@ -103,6 +104,41 @@ def bind_host(topology: ClusterTopology) -> str:
     return "127.0.0.1" if topology.is_local else ""
 
 
+def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float) -> dict:
+    """Leaders publish ports and a job id in the group's key-value store; everyone reads them.
+
+    The store, not a gloo collective: destroying a gloo group right after an object collective
+    deadlocked here in torch 2.3 (~ProcessGroupGloo joins a worker thread that waits for the GIL
+    to free the collective's tensors), even with a barrier in between.
+    """
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    store = _get_default_store()
+    store.set_timeout(datetime.timedelta(seconds=timeout_s))
+    if topology.role == "storage" and topology.machine_index == 0:
+        store.set("graphstore/storage_rpc_ports",
+                  ",".join(map(str, free_ports(sessions, bind_host(topology)))))
+    if topology.role == "compute" and topology.machine_index == 0:
+        store.set("graphstore/compute_pg_ports",
+                  ",".join(map(str, free_ports(sessions, bind_host(topology)))))
+        store.set("graphstore/job_id", time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
+    merged = {
+        "storage_rpc_ports": tuple(int(p) for p in store.get("graphstore/storage_rpc_ports").decode().split(",")),
+        "compute_pg_ports": tuple(int(p) for p in store.get("graphstore/compute_pg_ports").decode().split(",")),
+        "job_id": store.get("graphstore/job_id").decode(),
+    }
+    # rank 0 hosts the store: it waits until everyone has read before anyone may destroy the group
+    store.add("graphstore/read", 1)
+    deadline = time.monotonic() + timeout_s
+    while dist.get_rank() == 0 and store.add("graphstore/read", 0) < topology.world_size:
+        if time.monotonic() > deadline:
+            raise RuntimeFailure("get_graph_store_info: not every machine read the cluster info "
+                                 f"within {timeout_s:.0f}s (clusterInitTimeoutS)")
+        time.sleep(0.05)
+    return merged
+
+
 def get_graph_store_info(ctx: StageContext | None = None,
                          topology: ClusterTopology | None = None) -> GraphStoreInfo:
     """Collective over the initialised global process group (all C + S machines)."""
@@ -124,29 +160,14 @@ def get_graph_store_info(ctx: StageContext | None = None,
             f"machines for stage {ctx.stage}, the cluster has {topology.num_storage_machines} x "
             f"{topology.num_compute_machines}")
     sessions = ctx.storage.storage_args.num_server_sessions
-    mine: dict = {}
-    if topology.role == "storage" and topology.machine_index == 0:
-        mine["storage_rpc_ports"] = free_ports(sessions, bind_host(topology))
-    if topology.role == "compute" and topology.machine_index == 0:
-        mine["compute_pg_ports"] = free_ports(sessions, bind_host(topology))
-        mine["job_id"] = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-    gathered: list = [None] * topology.world_size
-    dist.all_gather_object(gathered, mine)
-    # Let gloo's worker thread finish and free the all-gather's tensors now, while this thread
-    # waits with the GIL released: destroying the group right after an object collective can
-    # deadlock in torch 2.3 (~ProcessGroupGloo joins a thread that waits for the GIL; seen here).
-    dist.barrier()
-    merged = {k: v for part in gathered for k, v in part.items()}
-    if "storage_rpc_ports" not in merged or "compute_pg_ports" not in merged:
-        raise RuntimeFailure("get_graph_store_info: a leader did not report its ports "
-                             f"(got {sorted(merged)})")
+    merged = _exchange(topology, sessions, ctx.task.runtime.cluster_init_timeout_s)
     return GraphStoreInfo(
         num_storage_nodes=topology.num_storage_machines,
         num_compute_nodes=topology.num_compute_machines,
         num_processes_per_compute=res.procs_per_compute,
         storage_node_ips=topology.storage_hosts, compute_node_ips=topology.compute_hosts,
-        storage_rpc_ports=tuple(merged["storage_rpc_ports"]),
-        compute_pg_ports=tuple(merged["compute_pg_ports"]),
+        storage_rpc_ports=merged["storage_rpc_ports"],
+        compute_pg_ports=merged["compute_pg_ports"],
         readiness_uri=ctx.path("_graphstore", ctx.stage, merged["job_id"]),
         runtime=ctx.task.runtime, is_local=topology.is_local, machine_role=topology.role,
         machine_index=topology.machine_index)

@@ -15,8 +15,9 @@ label nodes, with features, plus
   the batch, col: index into the label type's nodes), one per (anchor, positive) pair;
 - ``batch.supervision_edge_type``, ``batch.anchor_node_type``, ``batch.label_node_type``.
 
-``batch_size`` counts (anchor, positive) pairs. Call ``shutdown()`` on every loader before
-``shutdown_compute_process()``.
+``batch_size`` counts (anchor, positive) pairs. Creating a loader is a collective over the compute
+process group (every rank creates the same loaders in the same order; see ``_in_rank_order``).
+Call ``shutdown()`` on every loader before ``shutdown_compute_process()``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,25 @@ def _remote_options(dataset: RemoteDistDataset, kind: str, num_workers: int,
         worker_key=f"{kind}-{dataset._proc.rank}-{uuid.uuid4().hex[:10]}")
 
 
+def _in_rank_order(create) -> None:
+    """Run ``create()`` on one compute rank at a time (a collective over the compute group).
+
+    A GLT server builds one loader's sampling producer under a server-wide lock, and the producer
+    waits for its peers on every other server. Two ranks creating loaders at once can each get one
+    server first and wait forever for the other (seen here as a 60 s RPC timeout). So every rank
+    must construct the same loaders in the same order, as DDP training does anyway.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        create()
+        return
+    for rank in range(dist.get_world_size()):
+        if rank == dist.get_rank():
+            create()
+        dist.barrier()
+
+
 def _seed(dataset: RemoteDistDataset, random_seed: int | None) -> int:
     if random_seed is not None:
         return random_seed
@@ -104,7 +124,7 @@ class DistNeighborLoader(DistLoader):
                                 with_edge, True, with_neg=False, with_weight=False,
                                 edge_dir=dataset.edge_dir, seed=_seed(dataset, random_seed))
         options = _remote_options(dataset, "nbr", num_workers, worker_concurrency, prefetch_size)
-        super().__init__(None, inputs, config, CPU, options)
+        _in_rank_order(lambda: DistLoader.__init__(self, None, inputs, config, CPU, options))
 
 
 class DistABLPLoader(DistLoader):
@@ -146,7 +166,7 @@ class DistABLPLoader(DistLoader):
                                 False, True, with_neg=False, with_weight=False,
                                 edge_dir=dataset.edge_dir, seed=_seed(dataset, random_seed))
         options = _remote_options(dataset, "ablp", num_workers, worker_concurrency, prefetch_size)
-        super().__init__(None, inputs, config, CPU, options)
+        _in_rank_order(lambda: DistLoader.__init__(self, None, inputs, config, CPU, options))
 
     def _collate_fn(self, msg):
         data = super()._collate_fn(msg)

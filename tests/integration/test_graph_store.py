@@ -28,6 +28,8 @@ from graphstore.config import load_config_pair
 from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from graphstore.shards.reader import ShardSet
+from graphlearn_torch.typing import reverse_edge_type
+
 from graphstore.splitter import DistNodeAnchorLinkSplitter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,12 +150,18 @@ def _check_run(run: Path, data: Path, kind: str, direction: str) -> None:
     seen = Counter(tuple(p) for r in recs for p in r["ablp_pairs"])
     assert seen == train_pairs
     # every sampled edge exists in the graph storage serves, and val/test supervision is held out
+    # (batches follow PyG's message-flow convention: with sample_edge_direction "out" a sampled
+    # edge u->v of type T is listed flipped, under GLT's reverse of T)
     heldout = by_split["val"] | by_split["test"]
     for r in recs:
         for sampled in (r["ablp_edges"], r["nbr_edges"]):
             for key, pairs in sampled.items():
                 key = next(iter(raw)) if key == "__homo__" else key
-                missing = [p for p in map(tuple, pairs) if p not in raw[key]]
+                pairs = [tuple(p) for p in pairs]
+                if direction == "out":
+                    key = "__".join(reverse_edge_type(tuple(key.split("__"))))
+                    pairs = [(b, a) for a, b in pairs]
+                missing = [p for p in pairs if p not in raw[key]]
                 assert not missing, f"{key}: sampled edges not in the graph, e.g. {missing[:3]}"
                 if key == sup:
                     assert not [p for p in pairs if p[0] in heldout]
