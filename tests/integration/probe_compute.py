@@ -76,6 +76,7 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float) -
             edges.setdefault(k, []).extend(v)
         feats.append(_features(batch, hetero))
         if slow_s:
+            open(os.path.join(out_dir, f"sampling_rank{rank}"), "w").close()
             time.sleep(slow_s)
     loader.shutdown()
     record.update(ablp_pairs=pairs, ablp_edges=edges, ablp_feats=feats)
