@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 EDGE_TYPES = (("user", "buys", "item"), ("item", "similar_to", "item"))
 
 
-def task_yaml(data: Path) -> dict:
+def task_yaml(data: Path, memory_limit_mb: int = 2048) -> dict:
     buys = {"srcNodeType": "user", "relation": "buys", "dstNodeType": "item"}
     sim = {"srcNodeType": "item", "relation": "similar_to", "dstNodeType": "item"}
     feats = [f"f_{i}" for i in range(16)]
@@ -46,7 +46,8 @@ def task_yaml(data: Path) -> dict:
             "edges": [{"edgeType": buys, "uri": "user_item.parquet", "srcColumn": "user_id",
                        "dstColumn": "item_id", "weightColumn": "weight"},
                       {"edgeType": sim, "uri": "item_item.parquet", "srcColumn": "src_item_id",
-                       "dstColumn": "dst_item_id"}]}},
+                       "dstColumn": "dst_item_id"}]},
+            "partitionConfig": {"memoryLimitMb": memory_limit_mb}},
         "trainerConfig": {"command": "x", "graphStoreStorageConfig": storage},
         "inferencerConfig": {"command": "x", "graphStoreStorageConfig": storage},
     }
@@ -54,13 +55,22 @@ def task_yaml(data: Path) -> dict:
 
 # -- workers (run in a child process each) ------------------------------------------------------
 def worker_ours(data: Path, out: Path, parts: int) -> dict:
+    return _ours(data, out, parts, 2048)
+
+
+def worker_ours_1g(data: Path, out: Path, parts: int) -> dict:
+    """Ours with memoryLimitMb 1024: shows that the limit, not the edge count, bounds memory."""
+    return _ours(data, out, parts, 1024)
+
+
+def _ours(data: Path, out: Path, parts: int, memory_limit_mb: int) -> dict:
     import yaml
 
     from graphstore.config import load_config_pair
     from graphstore.partition import partition_graph
 
     tp, rp = out.parent / "task.yaml", out.parent / "res.yaml"
-    tp.write_text(yaml.safe_dump(task_yaml(data)))
+    tp.write_text(yaml.safe_dump(task_yaml(data, memory_limit_mb)))
     rp.write_text(yaml.safe_dump({k: {"local_graph_store_config": {"num_storage_processes": parts}}
                                   for k in ("trainer_resource_config", "inferencer_resource_config")}))
     task, _ = load_config_pair(str(tp), str(rp))
@@ -131,7 +141,7 @@ def worker_pyg(data: Path, out: Path, parts: int) -> dict:
     return {"load_s": t1 - t0, "partition_s": time.perf_counter() - t1}
 
 
-WORKERS = {"ours": worker_ours, "glt": worker_glt, "pyg": worker_pyg}
+WORKERS = {"ours": worker_ours, "ours_1g": worker_ours_1g, "glt": worker_glt, "pyg": worker_pyg}
 
 
 # -- driver ---------------------------------------------------------------------------------------
@@ -175,7 +185,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000000,10000000,50000000")
     ap.add_argument("--partitions", type=int, default=2)
-    ap.add_argument("--methods", default="ours,glt,pyg")
+    ap.add_argument("--methods", default="ours,ours_1g,glt,pyg")
     ap.add_argument("--work", default=str(REPO / ".data" / "bench-partition"))
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "partition.json"))
@@ -192,7 +202,7 @@ def main() -> int:
         return 0
     work = Path(a.work)
     rows = []
-    print(f"{'edges':>12} {'method':>6} {'load_s':>8} {'part_s':>8} {'edges/s':>12} "
+    print(f"{'edges':>12} {'method':>7} {'load_s':>8} {'part_s':>8} {'edges/s':>12} "
           f"{'vs glt':>7} {'peak_rss_mb':>12}", flush=True)
     for num_edges in (int(s) for s in a.sizes.split(",")):
         data = ensure_data(work, num_edges)
@@ -206,11 +216,11 @@ def main() -> int:
             rows.append(r)
         for method, r in by_method.items():
             if "error" in r:
-                print(f"{num_edges:>12,} {method:>6}  error: {r['error']}", flush=True)
+                print(f"{num_edges:>12,} {method:>7}  error: {r['error']}", flush=True)
                 continue
             glt = by_method.get("glt", {}).get("edges_per_s")
             ratio = f"{r['edges_per_s'] / glt:6.2f}x" if glt else "      -"
-            print(f"{num_edges:>12,} {method:>6} {r['load_s']:8.2f} {r['partition_s']:8.2f} "
+            print(f"{num_edges:>12,} {method:>7} {r['load_s']:8.2f} {r['partition_s']:8.2f} "
                   f"{r['edges_per_s']:12,.0f} {ratio:>7} {r['peak_rss_mb']:12,.0f}", flush=True)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps({"partitions": a.partitions, "results": rows}, indent=1))

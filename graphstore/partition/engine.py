@@ -97,6 +97,7 @@ class _Run:
             "temp_directory": os.path.join(staging, "spill"),
             "preserve_insertion_order": False,
         })
+        self.con.execute("SET enable_progress_bar = false")
         self.dropped: dict[str, int] = {}
         self.stats: dict[str, float] = {}
 
@@ -134,8 +135,23 @@ class _Run:
         if table.num_rows == 0:
             raise InputDataError(f"{table.uri}: node table for {nt!r} is empty")
         idc = sql_ident(ns.id_column)
-        nulls, distinct = self.con.execute(
-            f"SELECT count_if({idc} IS NULL), count(DISTINCT {idc}) FROM {table.relation}"
+        key = f"datasetConfig.dataSources.nodes[{nt}].featureColumns"
+        if ns.feature_columns and src_mod.features_are_one_list(table, ns.feature_columns, key):
+            width = src_mod.check_features(self.con, table, table.relation, ns.feature_columns, key)
+        else:  # scalar columns: width known, values checked below on the staged table
+            width = len(ns.feature_columns)
+        feat = (f", {src_mod.feature_sql(table, ns.feature_columns, width)} AS feat"
+                if width else "")
+        nodes = self._nodes(nt)
+        self.con.execute(
+            f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
+            f"AS int_id, * FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id{feat} "
+            f"FROM {table.relation})"
+        )
+        bad_feat = ("count_if(list_bool_or(list_transform(CAST(feat AS FLOAT[]), "
+                    "x -> x IS NULL OR NOT isfinite(x))))" if width else "0")
+        nulls, distinct, bad = self.con.execute(
+            f"SELECT count_if(raw_id IS NULL), count(DISTINCT raw_id), {bad_feat} FROM {nodes}"
         ).fetchone()
         if nulls:
             src_mod.report_null_ids(self.con, table, ns.id_column)
@@ -148,15 +164,8 @@ class _Run:
                 f"{table.uri}: column {ns.id_column!r}: duplicate node id {raw!r} at rows "
                 f"{', '.join(map(str, rows[:5]))} ({table.num_rows - distinct} duplicate row(s))"
             )
-        key = f"datasetConfig.dataSources.nodes[{nt}].featureColumns"
-        width = src_mod.check_features(self.con, table, table.relation, ns.feature_columns, key)
-        feat = (f", {src_mod.feature_sql(table, ns.feature_columns, width)} AS feat"
-                if width else "")
-        self.con.execute(
-            f"CREATE TABLE {self._nodes(nt)} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
-            f"AS int_id, * FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id{feat} "
-            f"FROM {table.relation})"
-        )
+        if bad:
+            src_mod.report_bad_features(self.con, table, ns.feature_columns, bad)
         self._log_rate(f"nodes {nt}", table.num_rows, t0)
         return _NodeType(nt, kind, table.num_rows, width)
 

@@ -115,7 +115,7 @@ def feature_sql(table: Table, columns: tuple[str, ...], width: int) -> str:
     return f"[{parts}]::FLOAT[{width}]"
 
 
-def _check_feature_types(table: Table, columns: tuple[str, ...], config_key: str) -> bool:
+def features_are_one_list(table: Table, columns: tuple[str, ...], config_key: str) -> bool:
     """Validate column types; True when the features are one list column."""
     types = [require_column(table, c, "feature", config_key) for c in columns]
     lists = [c for c, t in zip(columns, types) if _is_list(t)]
@@ -142,13 +142,13 @@ def check_features(con: duckdb.DuckDBPyConnection, table: Table, relation: str,
     """
     if not columns:
         return 0
-    if not _check_feature_types(table, columns, config_key):
+    if not features_are_one_list(table, columns, config_key):
         bad_terms = " OR ".join(
             f"{sql_ident(c)} IS NULL OR NOT isfinite(CAST({sql_ident(c)} AS DOUBLE))" for c in columns
         )
         bad = con.execute(f"SELECT count(*) FROM {relation} WHERE {bad_terms}").fetchone()[0]
         if bad:
-            _report_bad_feature(con, table, columns, bad)
+            report_bad_features(con, table, columns, bad)
         return len(columns)
     col = sql_ident(columns[0])
     lo, hi, bad = con.execute(
@@ -165,11 +165,11 @@ def check_features(con: duckdb.DuckDBPyConnection, table: Table, relation: str,
             f"row {row[0]} has {row[1]}, earlier rows {lo}"
         )
     if bad:
-        _report_bad_feature(con, table, columns, bad)
+        report_bad_features(con, table, columns, bad)
     return int(lo or 0)
 
 
-def _report_bad_feature(con: duckdb.DuckDBPyConnection, table: Table,
+def report_bad_features(con: duckdb.DuckDBPyConnection, table: Table,
                         columns: tuple[str, ...], count: int) -> None:
     for c in columns:
         ident = sql_ident(c)
