@@ -145,14 +145,21 @@ WORKERS = {"ours": worker_ours, "ours_1g": worker_ours_1g, "glt": worker_glt, "p
 
 
 # -- driver ---------------------------------------------------------------------------------------
-def ensure_data(work: Path, num_edges: int) -> Path:
+def ensure_data(work: Path, num_edges: int, fixed_nodes_edges: int | None = None) -> Path:
+    """The generated graph for ``num_edges`` (node counts follow the edge count, or are those of
+    a ``fixed_nodes_edges``-edge graph, to separate edge growth from id-map growth)."""
     from graphstore.datagen import DatasetSpec, generate_dataset
 
-    data = work / f"data_{num_edges}"
+    data = work / (f"data_{num_edges}" if not fixed_nodes_edges
+                   else f"data_{num_edges}_nodes_of_{fixed_nodes_edges}")
     if not (data / "dataset.json").exists():
         t0 = time.perf_counter()
-        generate_dataset(DatasetSpec.from_num_edges(num_edges, kind="hetero", seed=0), str(data),
-                         overwrite=True)
+        spec = DatasetSpec.from_num_edges(num_edges, kind="hetero", seed=0)
+        if fixed_nodes_edges:
+            small = DatasetSpec.from_num_edges(fixed_nodes_edges, kind="hetero", seed=0)
+            spec = DatasetSpec.from_num_edges(num_edges, kind="hetero", seed=0,
+                                              num_users=small.num_users, num_items=small.num_items)
+        generate_dataset(spec, str(data), overwrite=True)
         print(f"# generated {num_edges:,} edges in {time.perf_counter() - t0:.1f}s -> {data}", flush=True)
     return data
 
@@ -188,6 +195,8 @@ def main() -> int:
     ap.add_argument("--methods", default="ours,ours_1g,glt,pyg")
     ap.add_argument("--work", default=str(REPO / ".data" / "bench-partition"))
     ap.add_argument("--timeout-s", type=float, default=1800)
+    ap.add_argument("--fixed-nodes", action="store_true",
+                    help="keep the node counts of the first size for every size (edge growth only)")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "partition.json"))
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -204,8 +213,9 @@ def main() -> int:
     rows = []
     print(f"{'edges':>12} {'method':>7} {'load_s':>8} {'part_s':>8} {'edges/s':>12} "
           f"{'vs glt':>7} {'peak_rss_mb':>12}", flush=True)
-    for num_edges in (int(s) for s in a.sizes.split(",")):
-        data = ensure_data(work, num_edges)
+    sizes = [int(s) for s in a.sizes.split(",")]
+    for num_edges in sizes:
+        data = ensure_data(work, num_edges, sizes[0] if a.fixed_nodes else None)
         by_method = {}
         for method in a.methods.split(","):
             r = run_child(method, data, work / f"out_{method}", a.partitions, a.timeout_s)

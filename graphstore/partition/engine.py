@@ -3,7 +3,7 @@
 Order of work (each step logs rows and rows/s):
   1. open every source (gs:// inputs are streamed to a local work folder first) and check columns
      and id types agree per node type;
-  2. per node type, build a DuckDB table ``(int_id, raw_id[, feat])``: ids from the node table when
+  2. per node type, build a DuckDB table ``(int_id, raw_id)``: ids from the node table when
      one is given (nulls, duplicates, bad features rejected), else the distinct edge endpoints;
      dense ids follow ascending raw id;
   3. per edge type, one streaming ``COPY`` joins both endpoints to dense ids and writes Parquet
@@ -99,6 +99,7 @@ class _Run:
         })
         self.con.execute("SET enable_progress_bar = false")
         self.dropped: dict[str, int] = {}
+        self.node_tables: dict[str, tuple] = {}  # node type -> (NodeSource, Table, IdKind)
         self.stats: dict[str, float] = {}
 
     # -- 1. sources ---------------------------------------------------------------------------
@@ -136,23 +137,14 @@ class _Run:
             raise InputDataError(f"{table.uri}: node table for {nt!r} is empty")
         idc = sql_ident(ns.id_column)
         key = f"datasetConfig.dataSources.nodes[{nt}].featureColumns"
-        if ns.feature_columns and src_mod.features_are_one_list(table, ns.feature_columns, key):
-            width = src_mod.check_features(self.con, table, table.relation, ns.feature_columns, key)
-        else:  # scalar columns: width known, values checked below on the staged table
-            width = len(ns.feature_columns)
-        feat = (f", {src_mod.feature_sql(table, ns.feature_columns, width)} AS feat"
-                if width else "")
+        width = src_mod.check_features(self.con, table, table.relation, ns.feature_columns, key)
         nodes = self._nodes(nt)
         self.con.execute(
-            f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
-            f"AS int_id, * FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id{feat} "
-            f"FROM {table.relation})"
+            f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 AS int_id, "
+            f"raw_id FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id FROM {table.relation})"
         )
-        bad_feat = ("count_if(list_bool_or(list_transform(CAST(feat AS FLOAT[]), "
-                    "x -> x IS NULL OR NOT isfinite(x))))" if width else "0")
-        nulls, distinct, bad = self.con.execute(
-            f"SELECT count_if(raw_id IS NULL), count(DISTINCT raw_id), {bad_feat} FROM {nodes}"
-        ).fetchone()
+        nulls, distinct = self.con.execute(
+            f"SELECT count_if(raw_id IS NULL), count(DISTINCT raw_id) FROM {nodes}").fetchone()
         if nulls:
             src_mod.report_null_ids(self.con, table, ns.id_column)
         if distinct != table.num_rows:
@@ -164,8 +156,7 @@ class _Run:
                 f"{table.uri}: column {ns.id_column!r}: duplicate node id {raw!r} at rows "
                 f"{', '.join(map(str, rows[:5]))} ({table.num_rows - distinct} duplicate row(s))"
             )
-        if bad:
-            src_mod.report_bad_features(self.con, table, ns.feature_columns, bad)
+        self.node_tables[nt] = (ns, table, kind)
         self._log_rate(f"nodes {nt}", table.num_rows, t0)
         return _NodeType(nt, kind, table.num_rows, width)
 
@@ -211,8 +202,8 @@ class _Run:
         width = src_mod.check_features(self.con, table, table.relation, es.feature_columns,
                                        f"{cfg}.featureColumns")
         if width:
-            cols.append(f"{src_mod.feature_sql(table, es.feature_columns, width)} AS __f")
-            out_cols.append("e.__f AS feat")
+            cols.append(src_mod.feature_sql(table, es.feature_columns, width))
+            out_cols.extend(f"e.f_{i}" for i in range(width))
         anchor = "s" if anchor_side(self.direction) == "src" else "d"
         target = os.path.join(self.hive, "edges", key)
         written = self.con.execute(
@@ -258,7 +249,7 @@ class _Run:
         Each reversed edge is placed by its own anchor, like any other edge type.
         """
         t0 = time.perf_counter()
-        extra = (", weight" if has_weight else "") + (", feat" if width else "")
+        extra = (", weight" if has_weight else "") + "".join(f", f_{i}" for i in range(width))
         # the reversed edge's anchor: its new dst (= old src) for "in", its new src (= old dst) for "out"
         anchor = "src" if self.direction == "in" else "dst"
         target = os.path.join(self.hive, "edges", reverse_key)
@@ -314,12 +305,15 @@ class _Run:
             book[lo:hi] = np.arange(lo, hi, dtype=np.int64) % self.P
         book.flush()
         del book
-        feat = ", feat" if node.feature_dim else ""
         target = os.path.join(self.hive, "nodes", nt)
-        self.con.execute(
-            f"COPY (SELECT int_id{feat}, int_id % {self.P} AS part FROM {table}) TO "
-            f"{sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))"
-        )
+        if nt in self.node_tables and node.feature_dim:
+            ns, raw, kind = self.node_tables[nt]
+            feats = src_mod.feature_sql(raw, ns.feature_columns, node.feature_dim, alias="r")
+            source = (f"SELECT n.int_id, {feats}, n.int_id % {self.P} AS part FROM {raw.relation} r "
+                      f"JOIN {table} n ON {id_expr(ns.id_column, kind, 'r')} = n.raw_id")
+        else:
+            source = f"SELECT int_id, int_id % {self.P} AS part FROM {table}"
+        self.con.execute(f"COPY ({source}) TO {sql_str(target)} (FORMAT PARQUET, PARTITION_BY (part))")
         self._move_hive(target, lambda p: node_dir(p, nt))
         self._log_rate(f"id map + node files {nt}", node.count, t0)
 

@@ -5,9 +5,9 @@ Layout of a shard set folder (local path or gs:// prefix)::
     manifest.json                         written LAST; its presence marks a complete shard set
     id_map/<node_type>.parquet            int_id INT64 (dense 0..N-1, ascending), raw_id (STRING or INT64)
     partition_book/<node_type>.npy        int32[N]: the partition owning each dense id
-    part_<p>/nodes/<node_type>/*.parquet  the nodes partition p owns: int_id INT64 [, feat FLOAT[d]]
+    part_<p>/nodes/<node_type>/*.parquet  the nodes partition p owns: int_id INT64 [, f_0..f_{d-1} FLOAT]
     part_<p>/edges/<edge_type>/*.parquet  the edges partition p owns: src INT64, dst INT64
-                                          [, weight FLOAT] [, feat FLOAT[k]]  (dense ids)
+                                          [, weight FLOAT] [, f_0..f_{k-1} FLOAT]  (dense ids)
     part_<p>/labels/<edge_type>/*.parquet supervision edge types only: src INT64, dst INT64 of the
                                           edges whose SOURCE (the anchor) partition p owns
 

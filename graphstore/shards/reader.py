@@ -75,10 +75,12 @@ def sha256_file(path: str, chunk_bytes: int = 4 << 20) -> str:
     return digest.hexdigest()
 
 
-def _list_column_to_matrix(column: pa.ChunkedArray, width: int) -> np.ndarray:
-    values = column.combine_chunks()
-    flat = values.flatten().to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(flat, dtype=np.float32).reshape(len(values), width)
+def _feature_matrix(table: pa.Table, width: int) -> np.ndarray:
+    """Columns ``f_0 .. f_{width-1}`` as one float32 ``[rows, width]`` matrix."""
+    out = np.empty((table.num_rows, width), dtype=np.float32)
+    for i in range(width):
+        out[:, i] = table.column(f"f_{i}").to_numpy()
+    return out
 
 
 class ShardSet:
@@ -179,8 +181,7 @@ class ShardSet:
                                       else np.empty((0, info.feature_dim), np.float32))
                 continue
             ids = table.column("int_id").to_numpy().astype(np.int64, copy=False)
-            feats = (_list_column_to_matrix(table.column("feat"), info.feature_dim)
-                     if info.feature_dim else None)
+            feats = _feature_matrix(table, info.feature_dim) if info.feature_dim else None
             nodes[nt] = NodeShard(ids, feats)
         edges: dict[str, EdgeShard] = {}
         for et, info in m.edge_types.items():
@@ -203,7 +204,7 @@ class ShardSet:
                           else table.column("weight").to_numpy().astype(np.float32, copy=False))
             if info.feature_dim:
                 feats = (np.empty((0, info.feature_dim), np.float32) if table is None
-                         else _list_column_to_matrix(table.column("feat"), info.feature_dim))
+                         else _feature_matrix(table, info.feature_dim))
             edges[et] = EdgeShard(src, dst, np.arange(base, base + count, dtype=np.int64),
                                   weight, feats)
         labels: dict[str, LabelShard] = {}
