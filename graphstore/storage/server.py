@@ -22,16 +22,15 @@ import logging
 import multiprocessing as mp
 import time
 
-import numpy as np
 import torch
 
 from graphstore.ablp import ABLPInputNodes
-from graphstore.config import EdgeType
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, bind_host, free_ports, get_graph_store_info, mark_ready
 from graphstore.heartbeat import Heartbeat
 from graphstore.stage import StageContext
+from graphstore.storage import queries
 from graphstore.storage.dataset import StorageState, build_storage_dataset
 
 log = logging.getLogger(__name__)
@@ -50,20 +49,8 @@ def _state() -> StorageState:
     return _STATE
 
 
-def _slice(values: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """Contiguous slice ``rank`` of ``world_size``: together the slices cover ``values`` once."""
-    if not 0 <= rank < world_size:
-        raise UsageError(f"rank {rank} is not in [0, {world_size})")
-    n = len(values)
-    return values[rank * n // world_size:(rank + 1) * n // world_size]
-
-
 def gs_metadata() -> dict:
-    s = _state()
-    return {"num_partitions": s.num_partitions, "edge_dir": s.edge_dir,
-            "homogeneous": s.homogeneous, "node_types": s.node_types, "edge_types": s.edge_types,
-            "node_counts": s.node_counts, "feature_dims": s.feature_dims,
-            "supervision_edge_types": tuple(s.supervision), "has_splits": s.has_splits}
+    return queries.metadata(_state())
 
 
 def gs_free_port() -> int:
@@ -72,42 +59,12 @@ def gs_free_port() -> int:
 
 
 def gs_node_ids(rank: int, world_size: int, node_type: str, split: str | None) -> torch.Tensor:
-    s = _state()
-    if split is None:
-        if node_type not in s.owned_nodes:
-            raise UsageError(f"fetch_node_ids: unknown node type {node_type!r} (have {list(s.owned_nodes)})")
-        ids = s.owned_nodes[node_type]
-    else:
-        sups = [v for k, v in s.supervision.items() if EdgeType.parse(k).src_node_type == node_type]
-        if not sups:
-            raise UsageError(f"fetch_node_ids(split={split!r}): {node_type!r} anchors no supervision edge type")
-        ids = np.unique(np.concatenate([_anchors(v, split) for v in sups]))
-    return torch.from_numpy(np.ascontiguousarray(_slice(ids, rank, world_size)))
-
-
-def _anchors(sup, split: str | None) -> np.ndarray:
-    key = split or "all"
-    if key not in sup.anchors_by_split:
-        raise UsageError(f"storage has no {split!r} split: set storageArgs.splitter_cls_path "
-                         "(e.g. graphstore.DistNodeAnchorLinkSplitter) in the stage's storage config")
-    return sup.anchors_by_split[key]
+    return queries.node_ids(_state(), rank, world_size, node_type, split)
 
 
 def gs_ablp_input(split: str | None, rank: int, world_size: int,
                   supervision_edge_type: str) -> ABLPInputNodes:
-    s = _state()
-    if supervision_edge_type not in s.supervision:
-        raise UsageError(f"fetch_ablp_input: {supervision_edge_type!r} is not a supervision edge type "
-                         f"(have {list(s.supervision)})")
-    sup = s.supervision[supervision_edge_type]
-    anchors = np.ascontiguousarray(_slice(_anchors(sup, split), rank, world_size))
-    lo = np.searchsorted(sup.anchor_src, anchors, side="left")
-    hi = np.searchsorted(sup.anchor_src, anchors, side="right")
-    rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if len(anchors) else np.empty(0, np.int64)
-    pairs = np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64)
-    et = EdgeType.parse(supervision_edge_type)
-    return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
-                          positive_labels={et.as_tuple(): torch.from_numpy(pairs)})
+    return queries.ablp_input(_state(), split, rank, world_size, supervision_edge_type)
 
 
 def _session_finished() -> bool:

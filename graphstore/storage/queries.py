@@ -1,0 +1,83 @@
+"""Questions storage state answers: node ids, split anchors and their labels, metadata.
+
+Pure functions of a :class:`~graphstore.storage.dataset.StorageState`. Storage sessions serve them
+over RPC (graphstore.storage.server ``gs_*``); colocated datasets call them locally. Slicing rule:
+slice ``rank`` of ``world_size`` is the contiguous range ``[rank*n//w, (rank+1)*n//w)`` of the
+sorted ids, so the slices of all ranks cover every id exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphstore.ablp import ABLPInputNodes
+from graphstore.config import EdgeType
+from graphstore.errors import UsageError
+from graphstore.storage.dataset import StorageState, Supervision
+
+
+def contiguous_slice(values: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    if not 0 <= rank < world_size:
+        raise UsageError(f"rank {rank} is not in [0, {world_size})")
+    n = len(values)
+    return values[rank * n // world_size:(rank + 1) * n // world_size]
+
+
+def metadata(s: StorageState) -> dict[str, Any]:
+    return {"num_partitions": s.num_partitions, "edge_dir": s.edge_dir,
+            "homogeneous": s.homogeneous, "node_types": s.node_types, "edge_types": s.edge_types,
+            "node_counts": s.node_counts, "feature_dims": s.feature_dims,
+            "supervision_edge_types": tuple(s.supervision), "has_splits": s.has_splits}
+
+
+def split_anchors(sup: Supervision, split: str | None) -> np.ndarray:
+    key = split or "all"
+    if key not in sup.anchors_by_split:
+        raise UsageError(f"storage has no {split!r} split: set storageArgs.splitter_cls_path "
+                         "(e.g. graphstore.DistNodeAnchorLinkSplitter) in the stage's storage config")
+    return sup.anchors_by_split[key]
+
+
+def node_ids(s: StorageState, rank: int, world_size: int, node_type: str,
+             split: str | None) -> torch.Tensor:
+    """Owned ids of ``node_type`` (or its anchors in ``split``), slice ``rank`` of ``world_size``."""
+    if split is None:
+        if node_type not in s.owned_nodes:
+            raise UsageError(f"unknown node type {node_type!r} (have {list(s.owned_nodes)})")
+        ids = s.owned_nodes[node_type]
+    else:
+        sups = [v for k, v in s.supervision.items() if EdgeType.parse(k).src_node_type == node_type]
+        if not sups:
+            raise UsageError(f"node_ids(split={split!r}): {node_type!r} anchors no supervision edge type")
+        ids = np.unique(np.concatenate([split_anchors(v, split) for v in sups]))
+    return torch.from_numpy(np.ascontiguousarray(contiguous_slice(ids, rank, world_size)))
+
+
+def supervision(s: StorageState, supervision_edge_type: str) -> Supervision:
+    if supervision_edge_type not in s.supervision:
+        raise UsageError(f"{supervision_edge_type!r} is not a supervision edge type "
+                         f"(have {list(s.supervision)})")
+    return s.supervision[supervision_edge_type]
+
+
+def labels_of(sup: Supervision, anchors: np.ndarray) -> np.ndarray:
+    """``[2, P]`` (anchor, label) pairs of the given owned anchors (sorted anchors in, sorted out)."""
+    lo = np.searchsorted(sup.anchor_src, anchors, side="left")
+    hi = np.searchsorted(sup.anchor_src, anchors, side="right")
+    counts = hi - lo
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    rows = np.arange(int(counts.sum())) + starts
+    return np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64)
+
+
+def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
+               supervision_edge_type: str) -> ABLPInputNodes:
+    """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels."""
+    sup = supervision(s, supervision_edge_type)
+    anchors = np.ascontiguousarray(contiguous_slice(split_anchors(sup, split), rank, world_size))
+    et = EdgeType.parse(supervision_edge_type)
+    return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
+                          positive_labels={et.as_tuple(): torch.from_numpy(labels_of(sup, anchors))})

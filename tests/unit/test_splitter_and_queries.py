@@ -1,0 +1,79 @@
+"""Splitter (pure, hash-deterministic) and the storage queries built on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphstore.errors import UsageError
+from graphstore.splitter import DistNodeAnchorLinkSplitter, splitmix64
+from graphstore.storage import queries
+from graphstore.storage.dataset import StorageState, Supervision
+
+
+def test_split_is_deterministic_disjoint_and_honours_fractions():
+    ids = np.arange(200_000, dtype=np.int64)
+    s = DistNodeAnchorLinkSplitter(num_val=0.1, num_test=0.2)
+    codes = s.assign("user", ids, len(ids))
+    assert np.array_equal(codes, s.assign("user", ids, len(ids)))  # rerun: same split
+    # any subset (another storage rank's anchors) gets the same codes: no coordination needed
+    sub = ids[::7]
+    assert np.array_equal(s.assign("user", sub, len(ids)), codes[::7])
+    frac = np.bincount(codes, minlength=3) / len(ids)
+    assert abs(frac[1] - 0.1) < 0.005 and abs(frac[2] - 0.2) < 0.005
+    other = DistNodeAnchorLinkSplitter(num_val=0.1, num_test=0.2, seed=1).assign("user", ids, len(ids))
+    assert (other != codes).mean() > 0.2  # the seed changes the assignment
+    assert (s.assign("item", ids, len(ids)) != codes).mean() > 0.2  # so does the node type
+
+
+def test_integer_counts_and_bad_arguments():
+    s = DistNodeAnchorLinkSplitter(num_val=1000, num_test=2000)
+    codes = s.assign("user", np.arange(100_000), 100_000)
+    assert abs((codes == 2).sum() - 2000) < 300
+    with pytest.raises(UsageError, match="num_val \\+ num_test"):
+        DistNodeAnchorLinkSplitter(num_val=0.6, num_test=0.5).assign("u", np.arange(3), 3)
+    with pytest.raises(UsageError, match="num_val"):
+        DistNodeAnchorLinkSplitter(num_val=-0.1)
+    with pytest.raises(UsageError, match="sampling_direction"):
+        DistNodeAnchorLinkSplitter(sampling_direction="sideways")
+
+
+def test_splitmix64_is_a_bijection_on_a_sample():
+    x = np.arange(100_000, dtype=np.uint64)
+    assert len(np.unique(splitmix64(x))) == len(x)
+
+
+def _state() -> StorageState:
+    src = np.array([1, 1, 1, 4, 6, 6, 9], dtype=np.int64)
+    dst = np.array([10, 11, 12, 13, 14, 15, 16], dtype=np.int64)
+    sup = Supervision("user__buys__item", src, dst,
+                      {"all": np.array([1, 4, 6, 9]), "train": np.array([1, 6, 9]),
+                       "val": np.array([4]), "test": np.array([], dtype=np.int64)})
+    return StorageState(partition=0, num_partitions=1, edge_dir="in", homogeneous=False,
+                        node_types=("user", "item"), edge_types=("user__buys__item",),
+                        node_counts={"user": 10, "item": 20}, feature_dims={"user": 0, "item": 0},
+                        owned_nodes={"user": np.arange(10), "item": np.arange(20)},
+                        supervision={"user__buys__item": sup}, has_splits=True)
+
+
+def test_slices_cover_every_id_once_for_any_world_size():
+    values = np.arange(17)
+    for world in (1, 2, 3, 5, 17, 20):
+        got = np.concatenate([queries.contiguous_slice(values, r, world) for r in range(world)])
+        assert np.array_equal(got, values)
+    with pytest.raises(UsageError):
+        queries.contiguous_slice(values, 3, 3)
+
+
+def test_ablp_input_returns_every_label_of_each_anchor():
+    s = _state()
+    parts = [queries.ablp_input(s, "train", r, 2, "user__buys__item") for r in range(2)]
+    pairs = np.concatenate([p.positive_labels[("user", "buys", "item")].numpy() for p in parts], 1)
+    assert sorted(map(tuple, pairs.T)) == [(1, 10), (1, 11), (1, 12), (6, 14), (6, 15), (9, 16)]
+    assert sorted(np.concatenate([p.anchor_nodes.numpy() for p in parts])) == [1, 6, 9]
+    assert queries.ablp_input(s, "test", 0, 1, "user__buys__item").positive_labels[
+        ("user", "buys", "item")].shape == (2, 0)
+    with pytest.raises(UsageError, match="not a supervision edge type"):
+        queries.ablp_input(s, "train", 0, 1, "item__x__user")
+    assert queries.node_ids(s, 0, 1, "user", "val").tolist() == [4]
+    assert queries.node_ids(s, 1, 2, "item", None).tolist() == list(range(10, 20))
