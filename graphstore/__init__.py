@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "DistABLPLoader": "graphstore.loaders",
     "ABLPInputNodes": "graphstore.ablp",
     "DistNodeAnchorLinkSplitter": "graphstore.splitter",
+    "DistDataset": "graphstore.colocated",
 }
 
 __all__ = sorted(_LAZY)

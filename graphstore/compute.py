@@ -37,7 +37,8 @@ class _ComputeProcess:
     info: GraphStoreInfo
     rank: int
     world_size: int
-    heartbeat: Heartbeat
+    heartbeat: Heartbeat | None
+    loaders_created: int = 0  # colocated loaders agree on ports by creation order
 
 
 _CURRENT: _ComputeProcess | None = None  # one per process; GLT's client context is global too
@@ -66,12 +67,18 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
         raise UsageError(f"local_rank {local_rank} not in [0, {info.num_processes_per_compute})")
     rank, world = info.compute_rank(local_rank), info.num_compute_processes
     t0 = time.perf_counter()
-    wait_ready(info, info.session_index)
-    glt.distributed.init_client(
-        num_servers=info.num_storage_nodes, num_clients=world, client_rank=rank,
-        master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
-        num_rpc_threads=4, client_group_name=CLIENT_GROUP)
-    rpc._set_rpc_timeout(info.runtime.rpc_timeout_s)
+    if info.colocated:  # every compute process holds (a share of) its machine's partition
+        glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
+        glt.distributed.init_rpc(master_addr=info.storage_cluster_master_ip,
+                                 master_port=info.storage_rpc_port, num_rpc_threads=4,
+                                 rpc_timeout=info.runtime.rpc_timeout_s)
+    else:
+        wait_ready(info, info.session_index)
+        glt.distributed.init_client(
+            num_servers=info.num_storage_nodes, num_clients=world, client_rank=rank,
+            master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
+            num_rpc_threads=4, client_group_name=CLIENT_GROUP)
+        rpc._set_rpc_timeout(info.runtime.rpc_timeout_s)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(
         backend, init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
@@ -79,11 +86,30 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
         timeout=datetime.timedelta(seconds=info.runtime.cluster_init_timeout_s))
     peers = {f"storage rank {i} ({host})": f"{SERVER_GROUP}_{i}"
              for i, host in enumerate(info.storage_node_ips)}
-    beat = Heartbeat(peers, interval_s=info.runtime.heartbeat_interval_s,
-                     timeout_s=info.runtime.heartbeat_timeout_s).start()
+    beat = None if info.colocated else Heartbeat(
+        peers, interval_s=info.runtime.heartbeat_interval_s,
+        timeout_s=info.runtime.heartbeat_timeout_s).start()
     _CURRENT = _ComputeProcess(info, rank, world, beat)
     log.info("compute rank=%d/%d joined session=%d storage=%d backend=%s seconds=%.2f", rank, world,
              info.session_index, info.num_storage_nodes, backend, time.perf_counter() - t0)
+
+
+def shared_port(proc: _ComputeProcess) -> int:
+    """A port every compute rank agrees on for the next loader (colocated sampling workers).
+
+    Rank 0 picks a free port on the compute leader and publishes it in the compute group's store
+    under the loader's creation index; ranks create loaders in the same order, so indices match.
+    """
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    from graphstore.graph_store_info import free_ports
+
+    key = f"graphstore/loader_port/{proc.loaders_created}"
+    proc.loaders_created += 1
+    store = _get_default_store()
+    if proc.rank == 0:
+        store.set(key, str(free_ports(1, "127.0.0.1" if proc.info.is_local else "")[0]))
+    return int(store.get(key).decode())
 
 
 def shutdown_compute_process() -> None:
@@ -93,8 +119,11 @@ def shutdown_compute_process() -> None:
 
     global _CURRENT
     proc = current()
-    proc.heartbeat.stop()
-    glt.distributed.shutdown_client()
+    if proc.info.colocated:
+        glt.distributed.shutdown_rpc()
+    else:
+        proc.heartbeat.stop()
+        glt.distributed.shutdown_client()
     if dist.is_initialized():
         dist.destroy_process_group()
     _CURRENT = None

@@ -38,7 +38,7 @@ class GraphStoreInfo:
     num_processes_per_compute: int
     storage_node_ips: tuple[str, ...]
     compute_node_ips: tuple[str, ...]
-    storage_rpc_ports: tuple[int, ...]  # one per server session, on storage_node_ips[0]
+    storage_rpc_ports: tuple[int, ...]  # one per server session, on storage_cluster_master_ip
     compute_pg_ports: tuple[int, ...]  # one per session, on compute_node_ips[0]
     readiness_uri: str
     runtime: RuntimeConfig
@@ -56,8 +56,14 @@ class GraphStoreInfo:
         return self.num_compute_nodes * self.num_processes_per_compute
 
     @property
+    def colocated(self) -> bool:
+        """No storage machines: compute machines hold the partitions (graphstore.colocated)."""
+        return self.num_storage_nodes == 0
+
+    @property
     def storage_cluster_master_ip(self) -> str:
-        return self.storage_node_ips[0]
+        """Where the RPC group's master listens: storage 0, or compute 0 when colocated."""
+        return self.compute_node_ips[0] if self.colocated else self.storage_node_ips[0]
 
     @property
     def compute_cluster_master_ip(self) -> str:
@@ -117,6 +123,10 @@ def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float) -> dic
     store = _get_default_store()
     store.set_timeout(datetime.timedelta(seconds=timeout_s))
     if topology.role == "storage" and topology.machine_index == 0:
+        store.set("graphstore/storage_rpc_ports",
+                  ",".join(map(str, free_ports(sessions, bind_host(topology)))))
+    if topology.num_storage_machines == 0 and topology.role == "compute" and topology.machine_index == 0:
+        # colocated: the GLT worker group's RPC master lives on the compute leader
         store.set("graphstore/storage_rpc_ports",
                   ",".join(map(str, free_ports(sessions, bind_host(topology)))))
     if topology.role == "compute" and topology.machine_index == 0:

@@ -26,13 +26,17 @@ import uuid
 from typing import Any
 
 import torch
-from graphlearn_torch.distributed import DistLoader, RemoteDistSamplingWorkerOptions
+from graphlearn_torch.distributed import (
+    CollocatedDistSamplingWorkerOptions, DistLoader, RemoteDistSamplingWorkerOptions,
+)
 from graphlearn_torch.typing import reverse_edge_type
 from graphlearn_torch.sampler import (
     EdgeSamplerInput, NodeSamplerInput, SamplingConfig, SamplingType,
 )
 
+from graphstore import compute
 from graphstore.ablp import ABLPInputNodes
+from graphstore.colocated import DistDataset
 from graphstore.errors import UsageError
 from graphstore.remote_dataset import RemoteDistDataset, edge_type_key
 
@@ -90,10 +94,26 @@ def _in_rank_order(create) -> None:
         dist.barrier()
 
 
-def _seed(dataset: RemoteDistDataset, random_seed: int | None) -> int:
+def _colocated_options(num_workers: int, worker_concurrency: int) -> CollocatedDistSamplingWorkerOptions:
+    """Sampling inline in the compute process (GLT's collocated worker).
+
+    GLT's multiprocessing sampling workers (``MpDistSamplingWorkerOptions``) stalled here with the
+    sampler blocked sending into a full shared-memory channel while the loader waited on an empty
+    one, when the partition was shared from the machine's parent process; inline sampling does not
+    use that channel. ``num_workers`` / ``worker_concurrency`` do not apply to it.
+    """
+    del num_workers, worker_concurrency
+    proc = compute.current()
+    return CollocatedDistSamplingWorkerOptions(
+        master_addr=proc.info.storage_cluster_master_ip, master_port=compute.shared_port(proc),
+        rpc_timeout=proc.info.runtime.rpc_timeout_s)
+
+
+def _seed(random_seed: int | None) -> int:
     if random_seed is not None:
         return random_seed
-    return dataset.cluster_info.runtime.random_seed + dataset._proc.rank
+    proc = compute.current()
+    return proc.info.runtime.random_seed + proc.rank
 
 
 class DistNeighborLoader(DistLoader):
@@ -104,11 +124,17 @@ class DistNeighborLoader(DistLoader):
                  num_workers: int = 1, shuffle: bool = False, drop_last: bool = False,
                  with_edge: bool = False, random_seed: int | None = None,
                  worker_concurrency: int = 4, prefetch_size: int = 4) -> None:
-        if not isinstance(dataset, RemoteDistDataset):
-            raise UsageError("DistNeighborLoader: colocated DistDataset input is not supported yet")
         node_type = None
         if isinstance(input_nodes, tuple):
             node_type, input_nodes = input_nodes
+        if isinstance(dataset, DistDataset):
+            self._init_colocated(dataset, num_neighbors, node_type, input_nodes, batch_size,
+                                 num_workers, shuffle, drop_last, with_edge, random_seed,
+                                 worker_concurrency)
+            return
+        if not isinstance(dataset, RemoteDistDataset):
+            raise UsageError(f"DistNeighborLoader: dataset must be a RemoteDistDataset or a "
+                             f"DistDataset, got {type(dataset).__name__}")
         if not isinstance(input_nodes, dict):
             raise UsageError("DistNeighborLoader: graph-store input must be dict[int, Tensor] "
                              "(storage rank -> node ids), as fetch_node_ids returns")
@@ -122,9 +148,26 @@ class DistNeighborLoader(DistLoader):
         self.num_seeds = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.NODE, num_neighbors, batch_size, shuffle, drop_last,
                                 with_edge, True, with_neg=False, with_weight=False,
-                                edge_dir=dataset.edge_dir, seed=_seed(dataset, random_seed))
+                                edge_dir=dataset.edge_dir, seed=_seed(random_seed))
         options = _remote_options(dataset, "nbr", num_workers, worker_concurrency, prefetch_size)
         _in_rank_order(lambda: DistLoader.__init__(self, None, inputs, config, CPU, options))
+
+    def _init_colocated(self, dataset: DistDataset, num_neighbors, node_type, seeds, batch_size,
+                        num_workers, shuffle, drop_last, with_edge, random_seed,
+                        worker_concurrency) -> None:
+        if not isinstance(seeds, torch.Tensor):
+            raise UsageError("DistNeighborLoader: colocated input must be a Tensor or "
+                             "(node_type, Tensor) of ids this machine owns")
+        if not dataset.is_homogeneous and node_type is None:
+            raise UsageError("DistNeighborLoader: give input_nodes=(node_type, Tensor) in a "
+                             "heterogeneous graph")
+        self.num_seeds = int(seeds.numel())
+        inputs = NodeSamplerInput(node=seeds, input_type=None if dataset.is_homogeneous else node_type)
+        config = SamplingConfig(SamplingType.NODE, num_neighbors, batch_size, shuffle, drop_last,
+                                with_edge, True, with_neg=False, with_weight=False,
+                                edge_dir=dataset.edge_dir, seed=_seed(random_seed))
+        DistLoader.__init__(self, dataset.glt, inputs, config, CPU,
+                            _colocated_options(num_workers, worker_concurrency))
 
 
 class DistABLPLoader(DistLoader):
@@ -135,8 +178,14 @@ class DistABLPLoader(DistLoader):
                  num_workers: int = 1, shuffle: bool = False, drop_last: bool = False,
                  supervision_edge_type=None, random_seed: int | None = None,
                  worker_concurrency: int = 4, prefetch_size: int = 4) -> None:
+        if isinstance(dataset, DistDataset):
+            self._init_colocated(dataset, num_neighbors, input_nodes, batch_size, num_workers,
+                                 shuffle, drop_last, supervision_edge_type, random_seed,
+                                 worker_concurrency)
+            return
         if not isinstance(dataset, RemoteDistDataset):
-            raise UsageError("DistABLPLoader: colocated DistDataset input is not supported yet")
+            raise UsageError(f"DistABLPLoader: dataset must be a RemoteDistDataset or a "
+                             f"DistDataset, got {type(dataset).__name__}")
         if not isinstance(input_nodes, dict):
             raise UsageError("DistABLPLoader: graph-store input must be dict[int, ABLPInputNodes] "
                              "(storage rank -> input), as fetch_ablp_input returns")
@@ -164,9 +213,31 @@ class DistABLPLoader(DistLoader):
         self.num_pairs = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
                                 False, True, with_neg=False, with_weight=False,
-                                edge_dir=dataset.edge_dir, seed=_seed(dataset, random_seed))
+                                edge_dir=dataset.edge_dir, seed=_seed(random_seed))
         options = _remote_options(dataset, "ablp", num_workers, worker_concurrency, prefetch_size)
         _in_rank_order(lambda: DistLoader.__init__(self, None, inputs, config, CPU, options))
+
+    def _init_colocated(self, dataset: DistDataset, num_neighbors, input_nodes, batch_size,
+                        num_workers, shuffle, drop_last, supervision_edge_type, random_seed,
+                        worker_concurrency) -> None:
+        anchors = input_nodes[1] if isinstance(input_nodes, tuple) else input_nodes
+        if not isinstance(anchors, torch.Tensor):
+            raise UsageError("DistABLPLoader: colocated input must be a Tensor or "
+                             "(anchor_node_type, Tensor) of anchors this machine owns")
+        key = dataset.supervision_key(supervision_edge_type)
+        sup = tuple(key.split("__"))
+        self.supervision_edge_type = sup
+        self._hetero = not dataset.is_homogeneous
+        pairs = dataset.labels_for(anchors, key)
+        self.num_pairs = int(pairs.size(1))
+        inputs = _LabeledEdgeInput(row=pairs[0].contiguous(), col=pairs[1].contiguous(),
+                                   label=torch.ones(pairs.size(1), dtype=torch.long),
+                                   input_type=sup if self._hetero else None)
+        config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
+                                False, True, with_neg=False, with_weight=False,
+                                edge_dir=dataset.edge_dir, seed=_seed(random_seed))
+        DistLoader.__init__(self, dataset.glt, inputs, config, CPU,
+                            _colocated_options(num_workers, worker_concurrency))
 
     def _collate_fn(self, msg):
         data = super()._collate_fn(msg)

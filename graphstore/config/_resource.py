@@ -102,7 +102,7 @@ def _vertex(col: Collector, m: Mapping[str, Any], path: str) -> StageResources |
 
 def _local(col: Collector, m: Mapping[str, Any], path: str) -> StageResources:
     return StageResources.from_local(LocalGraphStoreConfig(
-        num_storage_processes=F.take(col, m, path, "num_storage_processes", F.as_int(1), 2),
+        num_storage_processes=F.take(col, m, path, "num_storage_processes", F.as_int(0), 2),
         num_compute_machines=F.take(col, m, path, "num_compute_machines", F.as_int(1), 1),
         compute_cluster_local_world_size=F.take(col, m, path, "compute_cluster_local_world_size",
                                                 F.as_int(1), 2)))

@@ -82,6 +82,16 @@ class StageResources:
                    num_compute_machines=local.num_compute_machines,
                    procs_per_compute=local.compute_cluster_local_world_size, local=local)
 
+    @property
+    def colocated(self) -> bool:
+        """No storage processes: each compute machine holds one partition itself."""
+        return self.num_storage == 0
+
+    @property
+    def num_partitions(self) -> int:
+        """One partition per storage process, or per compute machine when colocated."""
+        return self.num_compute_machines if self.colocated else self.num_storage
+
     def describe(self) -> str:
         """E.g. ``local 2 storage x 1x2 compute``."""
         return (f"{self.kind} {self.num_storage} storage x "
@@ -140,8 +150,9 @@ class ResourceConfig:
 
     @property
     def num_partitions(self) -> int:
-        """One graph partition per storage process (trainer and inferencer counts are equal)."""
-        return self.trainer.num_storage
+        """One graph partition per storage process (trainer and inferencer counts are equal), or
+        per compute machine in colocated mode (``num_storage_processes: 0``)."""
+        return self.trainer.num_partitions
 
     def to_dict(self) -> dict[str, Any]:
         """The YAML form (snake_case keys, as the seed); loading it back gives an equal config."""

@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from graphstore import (
-    DistABLPLoader, DistNeighborLoader, GraphStoreInfo, RemoteDistDataset, get_graph_store_info,
+    DistABLPLoader, DistDataset, DistNeighborLoader, GraphStoreInfo, RemoteDistDataset, get_graph_store_info,
     init_compute_process, shutdown_compute_process,
 )
 from graphstore.cli import setup_logging
@@ -48,24 +48,35 @@ def _features(batch, hetero: bool) -> dict:
     return {nt: (batch[nt].node, batch[nt].x) for nt in batch.node_types if "x" in batch[nt]}
 
 
-def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float) -> None:
+def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float,
+           local_dataset: DistDataset | None = None) -> None:
+    """Graph-store mode (``local_dataset`` None) or colocated mode (this machine's partition)."""
     setup_logging(f"compute-w{local_rank}")
     init_compute_process(local_rank, info)
-    dataset = RemoteDistDataset(info, local_rank)
+    colocated = local_dataset is not None
+    dataset = local_dataset if colocated else RemoteDistDataset(info, local_rank)
     rank, world = dist.get_rank(), dist.get_world_size()
+    local_world = info.num_processes_per_compute
     meta = dataset.metadata
     hetero = not meta["homogeneous"]
     record: dict = {"rank": rank, "world": world, "meta": meta, "session": info.session_index}
     sup = meta["supervision_edge_types"][0]
     anchor_type = sup.split("__")[0]
     for split in ("train", "val", "test"):
+        if colocated:
+            anchors = dataset.anchor_ids(split, sup, rank=local_rank, world_size=local_world)
+            record[f"anchors_{split}"] = {info.machine_index: anchors}
+            continue
         ablp = dataset.fetch_ablp_input(split=split, rank=rank, world_size=world,
                                         anchor_node_type=anchor_type, supervision_edge_type=sup)
         record[f"anchors_{split}"] = {k: v.anchor_nodes for k, v in ablp.items()}
-        record[f"pairs_{split}"] = {k: v.positive_labels[tuple(sup.split("__"))] for k, v in ablp.items()}
-    ablp = dataset.fetch_ablp_input(split="train", rank=rank, world_size=world,
-                                    supervision_edge_type=sup)
-    loader = DistABLPLoader(dataset, [4, 3], ablp, batch_size=16, shuffle=True)
+    if colocated:
+        ablp = (anchor_type, dataset.anchor_ids("train", sup, rank=local_rank, world_size=local_world))
+    else:
+        ablp = dataset.fetch_ablp_input(split="train", rank=rank, world_size=world,
+                                        supervision_edge_type=sup)
+    loader = DistABLPLoader(dataset, [4, 3], ablp, batch_size=16, shuffle=True,
+                            supervision_edge_type=sup)
     pairs, edges, feats = [], {}, []
     for batch in loader:
         at, lt = batch.anchor_node_type, batch.label_node_type
@@ -81,8 +92,12 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float) -
     loader.shutdown()
     record.update(ablp_pairs=pairs, ablp_edges=edges, ablp_feats=feats)
     node_type = meta["node_types"][0] if not hetero else sup.split("__")[2]
-    ids = dataset.fetch_node_ids(rank=rank, world_size=world, node_type=node_type)
-    seeds_in = torch.cat([t for t in ids.values()]) if ids else torch.empty(0)
+    if colocated:
+        ids = dataset.node_ids(node_type, rank=local_rank, world_size=local_world)
+        seeds_in = ids
+    else:
+        ids = dataset.fetch_node_ids(rank=rank, world_size=world, node_type=node_type)
+        seeds_in = torch.cat([t for t in ids.values()]) if ids else torch.empty(0)
     nloader = DistNeighborLoader(dataset, [4, 3], (node_type, ids) if hetero else ids, batch_size=32)
     seeds, nedges = [], {}
     for batch in nloader:
@@ -110,8 +125,11 @@ def main() -> int:
     dist.destroy_process_group()
     out_dir = ctx.path("probe")
     os.makedirs(out_dir, exist_ok=True)
+    local = None
+    if info.colocated:  # seed 000: the partition is built once per machine, before spawning
+        local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
     for session in range(args.sessions):
-        mp.spawn(worker, args=(info.for_session(session), out_dir, args.slow_s),
+        mp.spawn(worker, args=(info.for_session(session), out_dir, args.slow_s, local),
                  nprocs=info.num_processes_per_compute, join=True)
     return 0
 

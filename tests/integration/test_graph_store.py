@@ -59,19 +59,24 @@ def _task(kind: str, data: Path, direction: str, probe_args: str = "") -> dict:
     return base
 
 
-RESOURCES = {k: {"local_graph_store_config": {"num_storage_processes": 2, "num_compute_machines": 1,
-                                              "compute_cluster_local_world_size": 2}}
-             for k in ("trainer_resource_config", "inferencer_resource_config")}
+def _resources(colocated: bool = False) -> dict:
+    """2 storage x 1 compute machine x 2 processes; colocated: 2 compute machines x 1, no storage."""
+    local = ({"num_storage_processes": 0, "num_compute_machines": 2, "compute_cluster_local_world_size": 1}
+             if colocated else
+             {"num_storage_processes": 2, "num_compute_machines": 1, "compute_cluster_local_world_size": 2})
+    return {k: {"local_graph_store_config": local}
+            for k in ("trainer_resource_config", "inferencer_resource_config")}
 
 
-def _prepare(tmp: Path, kind: str, direction: str, probe_args: str = "") -> tuple[Path, Path, Path]:
+def _prepare(tmp: Path, kind: str, direction: str, probe_args: str = "",
+             colocated: bool = False) -> tuple[Path, Path, Path]:
     data = tmp / "data"
     if not data.exists():
         generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero" if kind == "hetero" else "homo",
                                                  seed=3), str(data))
     tp, rp, run = tmp / "task.yaml", tmp / "resources.yaml", tmp / "run"
     tp.write_text(yaml.safe_dump(_task(kind, data, direction, probe_args)))
-    rp.write_text(yaml.safe_dump(RESOURCES))
+    rp.write_text(yaml.safe_dump(_resources(colocated)))
     task, _ = load_config_pair(str(tp), str(rp))
     partition_graph(task, num_partitions=2, output_uri=str(run / "shards"))
     return tp, rp, run
@@ -194,6 +199,22 @@ def test_graph_store_sampling_matches_raw_graph(tmp_path, kind, direction):
     tp, rp, run = _prepare(tmp_path, kind, direction)
     _run_ok(tp, rp, run)
     _check_run(run, tmp_path / "data", kind, direction)
+
+
+@pytest.mark.timeout(420)
+def test_colocated_mode_gives_the_same_splits_and_seed_coverage(tmp_path):
+    tp, rp, run = _prepare(tmp_path, "hetero", "in")
+    _run_ok(tp, rp, run)
+    graph_store = _records(run)
+    tp2, rp2, run2 = _prepare(tmp_path / "colocated", "hetero", "in", colocated=True)
+    out = _run_ok(tp2, rp2, run2)
+    assert "[storage" not in out  # no storage processes at all
+    _check_run(run2, tmp_path / "colocated" / "data", "hetero", "in")
+    colocated = _records(run2)
+    for split in ("train", "val", "test"):
+        def anchors(recs):
+            return sorted(a for r in recs for t in r[f"anchors_{split}"].values() for a in t.tolist())
+        assert anchors(colocated) == anchors(graph_store)
 
 
 @pytest.mark.timeout(420)
