@@ -622,14 +622,27 @@ def test_exactly_one_of_vertex_or_local(tmp_path: Path, stage_value: dict, needl
     assert p.path == "trainer_resource_config" and needle in p.message
 
 
-@pytest.mark.parametrize("key", ["num_storage_processes", "num_compute_machines",
-                                 "compute_cluster_local_world_size"])
+@pytest.mark.parametrize("key", ["num_compute_machines", "compute_cluster_local_world_size"])
 def test_local_counts_at_least_one(tmp_path: Path, key: str) -> None:
     def mutate(d: dict) -> None:
         for stage in ("trainer_resource_config", "inferencer_resource_config"):
             d[stage]["local_graph_store_config"][key] = 0
     problems = res_problems(tmp_path, mutate)
     assert len(problems) == 2 and all(">= 1" in p.message for p in problems)
+
+
+def test_zero_storage_processes_means_colocated(tmp_path: Path) -> None:
+    def mutate(d: dict) -> None:
+        for stage in ("trainer_resource_config", "inferencer_resource_config"):
+            d[stage]["local_graph_store_config"].update(num_storage_processes=0, num_compute_machines=3)
+    res = load_resource_config(res_file(tmp_path, mutate))
+    assert res.trainer.colocated and res.num_partitions == 3
+
+    def negative(d: dict) -> None:
+        for stage in ("trainer_resource_config", "inferencer_resource_config"):
+            d[stage]["local_graph_store_config"]["num_storage_processes"] = -1
+    problems = res_problems(tmp_path, negative)
+    assert len(problems) == 2 and all(">= 0" in p.message for p in problems)
 
 
 def test_vertex_replicas_at_least_one_and_gpu_consistency(tmp_path: Path) -> None:
