@@ -21,6 +21,7 @@ test-unit: setup
 
 bench: setup
 	$(PY) benchmarks/partition.py
+	$(PY) benchmarks/sampling.py
 
 wheels: setup
 	scripts/build_wheels.sh .venv wheels

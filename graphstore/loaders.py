@@ -56,6 +56,17 @@ class _LabeledEdgeInput(EdgeSamplerInput):
         return self
 
 
+def _one_supervision_type(per_rank: list, supervision_edge_type) -> tuple[str, str, str]:
+    types = {et for x in per_rank if x is not None for et in x.positive_labels}
+    if supervision_edge_type is not None:
+        key = edge_type_key(supervision_edge_type)
+        types = {et for et in types if edge_type_key(et) == key} or {tuple(key.split("__"))}
+    if len(types) != 1:
+        raise UsageError(f"DistABLPLoader: the input holds supervision edge types {sorted(types)}; "
+                         "pass supervision_edge_type= to pick one")
+    return next(iter(types))
+
+
 def _per_rank(inputs: dict[int, Any], num_storage: int, what: str) -> list[Any]:
     bad = [k for k in inputs if not isinstance(k, int) or not 0 <= k < num_storage]
     if bad:
@@ -94,15 +105,14 @@ def _in_rank_order(create) -> None:
         dist.barrier()
 
 
-def _colocated_options(num_workers: int, worker_concurrency: int) -> CollocatedDistSamplingWorkerOptions:
+def _colocated_options() -> CollocatedDistSamplingWorkerOptions:
     """Sampling inline in the compute process (GLT's collocated worker).
 
     GLT's multiprocessing sampling workers (``MpDistSamplingWorkerOptions``) stalled here with the
     sampler blocked sending into a full shared-memory channel while the loader waited on an empty
     one, when the partition was shared from the machine's parent process; inline sampling does not
-    use that channel. ``num_workers`` / ``worker_concurrency`` do not apply to it.
+    use that channel.
     """
-    del num_workers, worker_concurrency
     proc = compute.current()
     return CollocatedDistSamplingWorkerOptions(
         master_addr=proc.info.storage_cluster_master_ip, master_port=compute.shared_port(proc),
@@ -116,128 +126,102 @@ def _seed(random_seed: int | None) -> int:
     return proc.info.runtime.random_seed + proc.rank
 
 
+def _start(loader: DistLoader, dataset, inputs: list, config: SamplingConfig, kind: str,
+           num_workers: int, worker_concurrency: int, prefetch_size: int) -> None:
+    """Start GLT's loader: colocated (one input, inline sampling) or graph store (one input per
+    storage rank, remote sampling workers, created one rank at a time)."""
+    if isinstance(dataset, DistDataset):
+        (only,) = inputs
+        DistLoader.__init__(loader, dataset.glt, only, config, CPU, _colocated_options())
+        return
+    options = _remote_options(dataset, kind, num_workers, worker_concurrency, prefetch_size)
+    _in_rank_order(lambda: DistLoader.__init__(loader, None, inputs, config, CPU, options))
+
+
+def _check_dataset(dataset, who: str) -> None:
+    if not isinstance(dataset, (RemoteDistDataset, DistDataset)):
+        raise UsageError(f"{who}: dataset must be a RemoteDistDataset (graph store) or a "
+                         f"DistDataset (colocated), got {type(dataset).__name__}")
+
+
+def _inputs_per_rank(dataset, value, kind_of_value: type, who: str, shapes: str) -> list:
+    """Colocated: ``[value]``; graph store: the dict's values in storage-rank order (None = empty)."""
+    if isinstance(dataset, DistDataset):
+        if not isinstance(value, kind_of_value):
+            raise UsageError(f"{who}: colocated input must be {shapes[0]}")
+        return [value]
+    if not isinstance(value, dict):
+        raise UsageError(f"{who}: graph-store input must be {shapes[1]}")
+    return _per_rank(value, dataset.num_storage, f"{who} input_nodes")
+
+
 class DistNeighborLoader(DistLoader):
     """Neighbourhood samples around node seeds. Graph store: ``input_nodes`` is
-    ``dict[int, Tensor]`` (homogeneous) or ``(node_type, dict[int, Tensor])``."""
+    ``dict[int, Tensor]`` (homogeneous) or ``(node_type, dict[int, Tensor])``, as
+    ``fetch_node_ids`` returns; colocated: ``Tensor`` or ``(node_type, Tensor)``."""
 
-    def __init__(self, dataset: RemoteDistDataset, num_neighbors, input_nodes, batch_size: int = 1,
-                 num_workers: int = 1, shuffle: bool = False, drop_last: bool = False,
-                 with_edge: bool = False, random_seed: int | None = None,
+    def __init__(self, dataset: RemoteDistDataset | DistDataset, num_neighbors, input_nodes,
+                 batch_size: int = 1, num_workers: int = 1, shuffle: bool = False,
+                 drop_last: bool = False, with_edge: bool = False, random_seed: int | None = None,
                  worker_concurrency: int = 4, prefetch_size: int = 4) -> None:
+        _check_dataset(dataset, "DistNeighborLoader")
         node_type = None
         if isinstance(input_nodes, tuple):
             node_type, input_nodes = input_nodes
-        if isinstance(dataset, DistDataset):
-            self._init_colocated(dataset, num_neighbors, node_type, input_nodes, batch_size,
-                                 num_workers, shuffle, drop_last, with_edge, random_seed,
-                                 worker_concurrency)
-            return
-        if not isinstance(dataset, RemoteDistDataset):
-            raise UsageError(f"DistNeighborLoader: dataset must be a RemoteDistDataset or a "
-                             f"DistDataset, got {type(dataset).__name__}")
-        if not isinstance(input_nodes, dict):
-            raise UsageError("DistNeighborLoader: graph-store input must be dict[int, Tensor] "
-                             "(storage rank -> node ids), as fetch_node_ids returns")
         if not dataset.is_homogeneous and node_type is None:
-            raise UsageError("DistNeighborLoader: give input_nodes=(node_type, dict) in a "
+            raise UsageError("DistNeighborLoader: give input_nodes=(node_type, ...) in a "
                              "heterogeneous graph")
-        seeds = _per_rank(input_nodes, dataset.num_storage, "DistNeighborLoader input_nodes")
-        inputs = [NodeSamplerInput(node=(s if s is not None else torch.empty(0, dtype=torch.long)),
-                                   input_type=None if dataset.is_homogeneous else node_type)
-                  for s in seeds]
+        seeds = _inputs_per_rank(dataset, input_nodes, torch.Tensor, "DistNeighborLoader",
+                                 ("a Tensor of ids this machine owns",
+                                  "dict[int, Tensor] (storage rank -> node ids)"))
+        input_type = None if dataset.is_homogeneous else node_type
+        inputs = [NodeSamplerInput(node=(t if t is not None else torch.empty(0, dtype=torch.long)),
+                                   input_type=input_type) for t in seeds]
         self.num_seeds = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.NODE, num_neighbors, batch_size, shuffle, drop_last,
                                 with_edge, True, with_neg=False, with_weight=False,
                                 edge_dir=dataset.edge_dir, seed=_seed(random_seed))
-        options = _remote_options(dataset, "nbr", num_workers, worker_concurrency, prefetch_size)
-        _in_rank_order(lambda: DistLoader.__init__(self, None, inputs, config, CPU, options))
-
-    def _init_colocated(self, dataset: DistDataset, num_neighbors, node_type, seeds, batch_size,
-                        num_workers, shuffle, drop_last, with_edge, random_seed,
-                        worker_concurrency) -> None:
-        if not isinstance(seeds, torch.Tensor):
-            raise UsageError("DistNeighborLoader: colocated input must be a Tensor or "
-                             "(node_type, Tensor) of ids this machine owns")
-        if not dataset.is_homogeneous and node_type is None:
-            raise UsageError("DistNeighborLoader: give input_nodes=(node_type, Tensor) in a "
-                             "heterogeneous graph")
-        self.num_seeds = int(seeds.numel())
-        inputs = NodeSamplerInput(node=seeds, input_type=None if dataset.is_homogeneous else node_type)
-        config = SamplingConfig(SamplingType.NODE, num_neighbors, batch_size, shuffle, drop_last,
-                                with_edge, True, with_neg=False, with_weight=False,
-                                edge_dir=dataset.edge_dir, seed=_seed(random_seed))
-        DistLoader.__init__(self, dataset.glt, inputs, config, CPU,
-                            _colocated_options(num_workers, worker_concurrency))
+        _start(self, dataset, inputs, config, "nbr", num_workers, worker_concurrency, prefetch_size)
 
 
 class DistABLPLoader(DistLoader):
     """Anchor-based link prediction batches (see module docs). Graph store: ``input_nodes`` is
-    ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns."""
+    ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns; colocated: a ``Tensor`` (or
+    ``(anchor_node_type, Tensor)``) of anchors this machine owns, whose labels the dataset holds."""
 
-    def __init__(self, dataset: RemoteDistDataset, num_neighbors, input_nodes, batch_size: int = 1,
-                 num_workers: int = 1, shuffle: bool = False, drop_last: bool = False,
-                 supervision_edge_type=None, random_seed: int | None = None,
-                 worker_concurrency: int = 4, prefetch_size: int = 4) -> None:
+    def __init__(self, dataset: RemoteDistDataset | DistDataset, num_neighbors, input_nodes,
+                 batch_size: int = 1, num_workers: int = 1, shuffle: bool = False,
+                 drop_last: bool = False, supervision_edge_type=None,
+                 random_seed: int | None = None, worker_concurrency: int = 4,
+                 prefetch_size: int = 4) -> None:
+        _check_dataset(dataset, "DistABLPLoader")
         if isinstance(dataset, DistDataset):
-            self._init_colocated(dataset, num_neighbors, input_nodes, batch_size, num_workers,
-                                 shuffle, drop_last, supervision_edge_type, random_seed,
-                                 worker_concurrency)
-            return
-        if not isinstance(dataset, RemoteDistDataset):
-            raise UsageError(f"DistABLPLoader: dataset must be a RemoteDistDataset or a "
-                             f"DistDataset, got {type(dataset).__name__}")
-        if not isinstance(input_nodes, dict):
-            raise UsageError("DistABLPLoader: graph-store input must be dict[int, ABLPInputNodes] "
-                             "(storage rank -> input), as fetch_ablp_input returns")
-        per_rank: list[ABLPInputNodes | None] = _per_rank(input_nodes, dataset.num_storage,
-                                                          "DistABLPLoader input_nodes")
-        types = {et for x in per_rank if x is not None for et in x.positive_labels}
-        if supervision_edge_type is not None:
-            key = edge_type_key(supervision_edge_type)
-            types = {et for et in types if edge_type_key(et) == key} or {tuple(key.split("__"))}
-        if len(types) != 1:
-            raise UsageError(f"DistABLPLoader: the input holds supervision edge types {sorted(types)}; "
-                             "pass supervision_edge_type= to pick one")
-        (sup,) = types
+            anchors = input_nodes[1] if isinstance(input_nodes, tuple) else input_nodes
+            (anchors,) = _inputs_per_rank(dataset, anchors, torch.Tensor, "DistABLPLoader",
+                                          ("a Tensor of anchors this machine owns", ""))
+            key = dataset.supervision_key(supervision_edge_type)
+            sup = tuple(key.split("__"))
+            pairs_per_input = [dataset.labels_for(anchors, key)]
+        else:
+            per_rank = _inputs_per_rank(dataset, input_nodes, ABLPInputNodes, "DistABLPLoader",
+                                        ("", "dict[int, ABLPInputNodes] (storage rank -> input)"))
+            sup = _one_supervision_type(per_rank, supervision_edge_type)
+            empty = torch.empty((2, 0), dtype=torch.long)
+            pairs_per_input = [x.positive_labels.get(sup, empty) if x is not None else empty
+                               for x in per_rank]
         self.supervision_edge_type = sup
         self._hetero = not dataset.is_homogeneous
-        empty = torch.empty((2, 0), dtype=torch.long)
-        inputs = []
-        for x in per_rank:
-            pairs = x.positive_labels.get(sup, empty) if x is not None else empty
-            # a label tensor is required: with label=None GLT puts a None into the sample message,
-            # its shared-memory queue rejects it, and the batch is silently lost (seen here)
-            inputs.append(_LabeledEdgeInput(row=pairs[0].contiguous(), col=pairs[1].contiguous(),
-                                           label=torch.ones(pairs.size(1), dtype=torch.long),
-                                           input_type=sup if self._hetero else None))
+        # a label tensor is required: with label=None GLT puts a None into the sample message,
+        # its shared-memory queue rejects it, and the batch is silently lost (seen here)
+        inputs = [_LabeledEdgeInput(row=p[0].contiguous(), col=p[1].contiguous(),
+                                    label=torch.ones(p.size(1), dtype=torch.long),
+                                    input_type=sup if self._hetero else None)
+                  for p in pairs_per_input]
         self.num_pairs = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
                                 False, True, with_neg=False, with_weight=False,
                                 edge_dir=dataset.edge_dir, seed=_seed(random_seed))
-        options = _remote_options(dataset, "ablp", num_workers, worker_concurrency, prefetch_size)
-        _in_rank_order(lambda: DistLoader.__init__(self, None, inputs, config, CPU, options))
-
-    def _init_colocated(self, dataset: DistDataset, num_neighbors, input_nodes, batch_size,
-                        num_workers, shuffle, drop_last, supervision_edge_type, random_seed,
-                        worker_concurrency) -> None:
-        anchors = input_nodes[1] if isinstance(input_nodes, tuple) else input_nodes
-        if not isinstance(anchors, torch.Tensor):
-            raise UsageError("DistABLPLoader: colocated input must be a Tensor or "
-                             "(anchor_node_type, Tensor) of anchors this machine owns")
-        key = dataset.supervision_key(supervision_edge_type)
-        sup = tuple(key.split("__"))
-        self.supervision_edge_type = sup
-        self._hetero = not dataset.is_homogeneous
-        pairs = dataset.labels_for(anchors, key)
-        self.num_pairs = int(pairs.size(1))
-        inputs = _LabeledEdgeInput(row=pairs[0].contiguous(), col=pairs[1].contiguous(),
-                                   label=torch.ones(pairs.size(1), dtype=torch.long),
-                                   input_type=sup if self._hetero else None)
-        config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
-                                False, True, with_neg=False, with_weight=False,
-                                edge_dir=dataset.edge_dir, seed=_seed(random_seed))
-        DistLoader.__init__(self, dataset.glt, inputs, config, CPU,
-                            _colocated_options(num_workers, worker_concurrency))
+        _start(self, dataset, inputs, config, "ablp", num_workers, worker_concurrency, prefetch_size)
 
     def _collate_fn(self, msg):
         data = super()._collate_fn(msg)
