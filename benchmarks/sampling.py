@@ -6,11 +6,13 @@ node a seed once:
 * ``graph_store``: 2 storage processes + 1 compute machine x 1 process, through the local launcher
   (the real runtime: ``DistNeighborLoader`` over ``RemoteDistDataset.fetch_node_ids``); seeds/s is
   over the loader's epoch, excluding start-up. The compute process reports its own peak RSS.
+* ``colocated``: 2 compute machines x 1 process, no storage; each machine holds one partition
+  and samples its own nodes inline (``graphstore.DistDataset``); seeds/s sums both over the slower.
 * ``pyg``: ``torch_geometric.loader.NeighborLoader`` in one process over the same graph (read from
   the same shards), with the torch-sparse backend.
 
 Compute RSS is measured at graph sizes 1x and 4x (graph-store compute memory should not grow: the
-graph lives on storage). Colocated mode is not measured yet (not implemented).
+graph lives on storage).
 
 usage: python benchmarks/sampling.py [--edges 1000000] [--scales 1,4] [--epochs 2]
 Prints a table and writes benchmarks/results/sampling.json.
@@ -41,21 +43,27 @@ def _task(data: Path, command: str) -> dict:
     return base
 
 
-RESOURCES = {k: {"local_graph_store_config": {"num_storage_processes": 2, "num_compute_machines": 1,
-                                              "compute_cluster_local_world_size": 1}}
-             for k in ("trainer_resource_config", "inferencer_resource_config")}
+def _resources(colocated: bool) -> dict:
+    local = ({"num_storage_processes": 0, "num_compute_machines": 2, "compute_cluster_local_world_size": 1}
+             if colocated else
+             {"num_storage_processes": 2, "num_compute_machines": 1, "compute_cluster_local_world_size": 1})
+    return {k: {"local_graph_store_config": local}
+            for k in ("trainer_resource_config", "inferencer_resource_config")}
 
 
 # -- graph-store compute worker (run by the launcher) ---------------------------------------------
-def _gs_worker(local_rank, info, out: str, epochs: int) -> None:
+def _gs_worker(local_rank, info, out: str, epochs: int, local_dataset) -> None:
     import torch.distributed as dist
 
     from graphstore import (DistNeighborLoader, RemoteDistDataset, init_compute_process,
                             shutdown_compute_process)
 
     init_compute_process(local_rank, info)
-    ds = RemoteDistDataset(info, local_rank)
-    ids = ds.fetch_node_ids(rank=dist.get_rank(), world_size=dist.get_world_size())
+    if local_dataset is not None:  # colocated: this machine's own nodes
+        ds, ids = local_dataset, local_dataset.node_ids()
+    else:
+        ds = RemoteDistDataset(info, local_rank)
+        ids = ds.fetch_node_ids(rank=dist.get_rank(), world_size=dist.get_world_size())
     loader = DistNeighborLoader(ds, FANOUT, ids, batch_size=BATCH, shuffle=True, num_workers=1)
     rows = []
     for epoch in range(epochs):
@@ -66,7 +74,7 @@ def _gs_worker(local_rank, info, out: str, epochs: int) -> None:
         rows.append({"epoch": epoch, "seconds": time.perf_counter() - t0, "seeds": seeds, "edges": edges})
     loader.shutdown()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    Path(out).write_text(json.dumps({"epochs": rows, "peak_rss_mb": rss}))
+    Path(f"{out}.rank{dist.get_rank()}").write_text(json.dumps({"epochs": rows, "peak_rss_mb": rss}))
     shutdown_compute_process()
 
 
@@ -86,7 +94,12 @@ def gs_main(out: str, epochs: int) -> int:
                             timeout=datetime.timedelta(seconds=300))
     info = get_graph_store_info(ctx, topo)
     dist.destroy_process_group()
-    mp.spawn(_gs_worker, args=(info, out, epochs), nprocs=info.num_processes_per_compute)
+    local = None
+    if info.colocated:
+        from graphstore import DistDataset
+
+        local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
+    mp.spawn(_gs_worker, args=(info, out, epochs, local), nprocs=info.num_processes_per_compute)
     return 0
 
 
@@ -124,7 +137,7 @@ def pyg_main(shards: str, out: str, epochs: int) -> int:
 
 
 # -- driver ---------------------------------------------------------------------------------------
-def prepare(work: Path, num_edges: int) -> tuple[Path, Path, Path]:
+def prepare(work: Path, num_edges: int, colocated: bool) -> tuple[Path, Path, Path]:
     import yaml
 
     from graphstore.config import load_config_pair
@@ -136,20 +149,34 @@ def prepare(work: Path, num_edges: int) -> tuple[Path, Path, Path]:
     if not (data / "dataset.json").exists():
         generate_dataset(DatasetSpec.from_num_edges(num_edges, kind="homo", seed=0), str(data),
                          overwrite=True)
-    tp, rp = root / "task.yaml", root / "resources.yaml"
-    out = root / "gs.json"
+    mode = "colocated" if colocated else "graph_store"
+    tp, rp = root / f"task_{mode}.yaml", root / f"resources_{mode}.yaml"
+    out = root / f"{mode}.json"
     tp.write_text(yaml.safe_dump(_task(data, f"python {__file__} --role graph_store --out {out}")))
-    rp.write_text(yaml.safe_dump(RESOURCES))
+    rp.write_text(yaml.safe_dump(_resources(colocated)))
     if not (run / "shards" / "manifest.json").exists():
         task, _ = load_config_pair(str(tp), str(rp))
         partition_graph(task, num_partitions=2, output_uri=str(run / "shards"))
     return tp, rp, run
 
 
-def _rate(res: dict) -> dict:
-    last = res["epochs"][-1]  # the warm epoch
-    return {"seeds_per_s": last["seeds"] / last["seconds"], "edges_per_s": last["edges"] / last["seconds"],
-            "peak_rss_mb": res["peak_rss_mb"], "seeds": last["seeds"]}
+def _rate(files: list[Path]) -> dict:
+    """The warm (last) epoch; several ranks: summed seeds and edges over the slowest rank's time."""
+    runs = [json.loads(f.read_text()) for f in files]
+    last = [r["epochs"][-1] for r in runs]
+    seconds = max(e["seconds"] for e in last)
+    seeds, edges = sum(e["seeds"] for e in last), sum(e["edges"] for e in last)
+    return {"seeds_per_s": seeds / seconds, "edges_per_s": edges / seconds, "seeds": seeds,
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
+
+
+def _launch(tp: Path, rp: Path, run: Path) -> None:
+    launch = subprocess.run(
+        [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
+         str(rp), "--stage", "train", "--run-dir", str(run), "--timeout-s", "1200"],
+        cwd=REPO, capture_output=True, text=True)
+    if launch.returncode != 0:
+        raise SystemExit(f"launch failed:\n{launch.stdout[-3000:]}\n{launch.stderr[-3000:]}")
 
 
 def main() -> int:
@@ -172,21 +199,19 @@ def main() -> int:
     print(f"{'edges':>10} {'mode':>12} {'seeds/s':>10} {'edges/s':>12} {'vs pyg':>7} {'compute_rss_mb':>15}")
     for scale in (int(s) for s in a.scales.split(",")):
         num_edges = a.edges * scale
-        tp, rp, run = prepare(work, num_edges)
-        gs_out, pyg_out = tp.parent / "gs.json", tp.parent / "pyg.json"
-        for f in (gs_out, pyg_out):
-            f.unlink(missing_ok=True)
-        launch = subprocess.run(
-            [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
-             str(rp), "--stage", "train", "--run-dir", str(run), "--timeout-s", "1200"],
-            cwd=REPO, capture_output=True, text=True)
-        if launch.returncode != 0:
-            print(launch.stdout[-3000:], launch.stderr[-3000:])
-            return 1
+        rates = {}
+        for mode in ("graph_store", "colocated"):
+            tp, rp, run = prepare(work, num_edges, colocated=mode == "colocated")
+            for f in tp.parent.glob(f"{mode}.json.rank*"):
+                f.unlink()
+            _launch(tp, rp, run)
+            rates[mode] = _rate(sorted(tp.parent.glob(f"{mode}.json.rank*")))
+        pyg_out = tp.parent / "pyg.json"
         subprocess.run([sys.executable, __file__, "--role", "pyg", "--shards", str(run / "shards"),
                         "--out", str(pyg_out), "--epochs", str(a.epochs)], check=True, cwd=REPO)
-        gs, pyg = _rate(json.loads(gs_out.read_text())), _rate(json.loads(pyg_out.read_text()))
-        for mode, r in (("graph_store", gs), ("pyg", pyg)):
+        rates["pyg"] = _rate([pyg_out])
+        pyg = rates["pyg"]
+        for mode, r in rates.items():
             ratio = r["seeds_per_s"] / pyg["seeds_per_s"]
             print(f"{num_edges:>10,} {mode:>12} {r['seeds_per_s']:10,.0f} {r['edges_per_s']:12,.0f} "
                   f"{ratio:6.2f}x {r['peak_rss_mb']:15,.0f}", flush=True)
