@@ -51,6 +51,23 @@ def _resources(colocated: bool) -> dict:
             for k in ("trainer_resource_config", "inferencer_resource_config")}
 
 
+def time_epochs(loader, epochs: int) -> list[dict]:
+    """Seeds, sampled edges and seconds of each epoch over a (homogeneous) neighbour loader."""
+    rows = []
+    for epoch in range(epochs):
+        t0, seeds, edges = time.perf_counter(), 0, 0
+        for batch in loader:
+            seeds += int(batch.batch_size)
+            edges += int(batch.edge_index.size(1))
+        rows.append({"epoch": epoch, "seconds": time.perf_counter() - t0, "seeds": seeds, "edges": edges})
+    return rows
+
+
+def write_result(path: str, rows: list[dict]) -> None:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    Path(path).write_text(json.dumps({"epochs": rows, "peak_rss_mb": rss}))
+
+
 # -- graph-store compute worker (run by the launcher) ---------------------------------------------
 def _gs_worker(local_rank, info, out: str, epochs: int, local_dataset) -> None:
     import torch.distributed as dist
@@ -65,16 +82,9 @@ def _gs_worker(local_rank, info, out: str, epochs: int, local_dataset) -> None:
         ds = RemoteDistDataset(info, local_rank)
         ids = ds.fetch_node_ids(rank=dist.get_rank(), world_size=dist.get_world_size())
     loader = DistNeighborLoader(ds, FANOUT, ids, batch_size=BATCH, shuffle=True, num_workers=1)
-    rows = []
-    for epoch in range(epochs):
-        t0, seeds, edges = time.perf_counter(), 0, 0
-        for batch in loader:
-            seeds += int(batch.batch_size)
-            edges += int(batch.edge_index.size(1))
-        rows.append({"epoch": epoch, "seconds": time.perf_counter() - t0, "seeds": seeds, "edges": edges})
+    rows = time_epochs(loader, epochs)
     loader.shutdown()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    Path(f"{out}.rank{dist.get_rank()}").write_text(json.dumps({"epochs": rows, "peak_rss_mb": rss}))
+    write_result(f"{out}.rank{dist.get_rank()}", rows)
     shutdown_compute_process()
 
 
@@ -124,15 +134,7 @@ def pyg_main(shards: str, out: str, epochs: int) -> int:
         x[p.nodes[nt].ids] = p.nodes[nt].feats
     data = Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=n)
     loader = NeighborLoader(data, num_neighbors=FANOUT, batch_size=BATCH, shuffle=True)
-    rows = []
-    for epoch in range(epochs):
-        t0, seeds, edges = time.perf_counter(), 0, 0
-        for batch in loader:
-            seeds += int(batch.batch_size)
-            edges += int(batch.edge_index.size(1))
-        rows.append({"epoch": epoch, "seconds": time.perf_counter() - t0, "seeds": seeds, "edges": edges})
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    Path(out).write_text(json.dumps({"epochs": rows, "peak_rss_mb": rss}))
+    write_result(out, time_epochs(loader, epochs))
     return 0
 
 

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Literal
@@ -340,19 +341,21 @@ class _Run:
         log.info("step=%r rows=%d seconds=%.2f rows_per_s=%.0f", what, rows, dt, rows / dt)
 
 
+def _file_entry(out: str, rel: str) -> FileEntry:
+    path = os.path.join(out, rel)
+    rows = None
+    if rel.endswith(".parquet"):
+        rows = pq.ParquetFile(path).metadata.num_rows
+    elif rel.endswith(".npy"):
+        rows = int(np.load(path, mmap_mode="r").shape[0])
+    return FileEntry(sha256=sha256_file(path), bytes=os.path.getsize(path), rows=rows)
+
+
 def _file_entries(out: str) -> dict[str, FileEntry]:
-    entries = {}
-    for rel in uris.iter_files(out):
-        if rel in (MANIFEST, MARKER):
-            continue
-        path = os.path.join(out, rel)
-        rows = None
-        if rel.endswith(".parquet"):
-            rows = pq.ParquetFile(path).metadata.num_rows
-        elif rel.endswith(".npy"):
-            rows = int(np.load(path, mmap_mode="r").shape[0])
-        entries[rel] = FileEntry(sha256=sha256_file(path), bytes=os.path.getsize(path), rows=rows)
-    return entries
+    """Checksum every output file; hashlib releases the GIL, so threads use every core."""
+    rels = [r for r in uris.iter_files(out) if r not in (MANIFEST, MARKER)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(zip(rels, pool.map(lambda r: _file_entry(out, r), rels)))
 
 
 def config_hash(task: "TaskConfig", num_partitions: int) -> str:
@@ -362,6 +365,44 @@ def config_hash(task: "TaskConfig", num_partitions: int) -> str:
     keyed["sample_edge_direction"] = task.trainer.storage.storage_args.sample_edge_direction
     keyed["num_partitions"] = num_partitions
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _write_edge_type(run: _Run, task: "TaskConfig", key: str, es: "EdgeSource", table: Table,
+                     kinds: dict[str, IdKind], supervision: set[str]) -> dict[str, EdgeTypeInfo]:
+    """Write one edge type, its reverse (when added) and its labels (supervision types).
+
+    With ``in`` sampling the reverse type is already placed by the source, i.e. exactly like the
+    labels, so its files serve as the labels (``labels_from``) instead of a second copy.
+    """
+    et = es.edge_type
+    has_weight, width = run.write_edges(key, es, table, kinds)
+    written = [(key, et, None)]
+    reverse_key = None
+    if task.dataset.partition.add_reverse_edges and et.src_node_type != et.dst_node_type:
+        reverse_key = str(et.reverse())
+        run.write_reverse_edges(key, reverse_key, has_weight, width)
+        written.append((reverse_key, et.reverse(), key))
+    labels_from = None
+    if key in supervision:
+        if reverse_key and run.direction == "in":
+            labels_from = reverse_key
+        else:
+            run.write_labels(key)
+    infos = {}
+    for out_key, out_et, reverse_of in written:
+        counts = run.rows_per_partition(lambda p, k=out_key: edge_dir(p, k))
+        labels = None
+        if out_key in supervision:
+            labels = (run.rows_per_partition(lambda p: edge_dir(p, labels_from)) if labels_from
+                      else run.rows_per_partition(lambda p: label_dir(p, out_key)))
+        infos[out_key] = EdgeTypeInfo(
+            src_node_type=out_et.src_node_type, relation=out_et.relation,
+            dst_node_type=out_et.dst_node_type, count=sum(counts), counts_per_partition=counts,
+            has_weight=has_weight, feature_dim=width, is_supervision=out_key in supervision,
+            reverse_of=reverse_of, labels_per_partition=labels,
+            labels_from=labels_from if out_key == key else None,
+            dropped_dangling=run.dropped.get(out_key, 0))
+    return infos
 
 
 def _check_output(output_uri: str) -> None:
@@ -422,24 +463,7 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
         supervision = {str(et) for et in task.supervision_edge_types}
         edge_infos: dict[str, EdgeTypeInfo] = {}
         for key, (es, table) in edge_srcs.items():
-            et = es.edge_type
-            has_weight, width = run.write_edges(key, es, table, kinds)
-            if key in supervision:
-                run.write_labels(key)
-            written = [(key, et, None)]
-            if task.dataset.partition.add_reverse_edges and et.src_node_type != et.dst_node_type:
-                run.write_reverse_edges(key, str(et.reverse()), has_weight, width)
-                written.append((str(et.reverse()), et.reverse(), key))
-            for out_key, out_et, reverse_of in written:
-                counts = run.rows_per_partition(lambda p, k=out_key: edge_dir(p, k))
-                edge_infos[out_key] = EdgeTypeInfo(
-                    src_node_type=out_et.src_node_type, relation=out_et.relation,
-                    dst_node_type=out_et.dst_node_type, count=sum(counts),
-                    counts_per_partition=counts, has_weight=has_weight, feature_dim=width,
-                    is_supervision=out_key in supervision, reverse_of=reverse_of,
-                    labels_per_partition=(run.rows_per_partition(lambda p, k=out_key: label_dir(p, k))
-                                          if out_key in supervision else None),
-                    dropped_dangling=run.dropped.get(out_key, 0))
+            edge_infos.update(_write_edge_type(run, task, key, es, table, kinds, supervision))
         node_infos: dict[str, NodeTypeInfo] = {}
         for nt, node in nodes.items():
             run.write_node_outputs(node)

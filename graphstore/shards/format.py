@@ -9,7 +9,9 @@ Layout of a shard set folder (local path or gs:// prefix)::
     part_<p>/edges/<edge_type>/*.parquet  the edges partition p owns: src INT64, dst INT64
                                           [, weight FLOAT] [, f_0..f_{k-1} FLOAT]  (dense ids)
     part_<p>/labels/<edge_type>/*.parquet supervision edge types only: src INT64, dst INT64 of the
-                                          edges whose SOURCE (the anchor) partition p owns
+                                          edges whose SOURCE (the anchor) partition p owns; absent
+                                          when ``labels_from`` names the reverse type, whose edges
+                                          (flipped) are exactly these labels (``in`` sampling)
 
 Rules (every writer and reader keeps them):
 - Dense ids: per node type, raw ids sorted ascending get 0..N-1. ``id_map`` is the only way back.
@@ -94,7 +96,8 @@ class EdgeTypeInfo:
     has_weight: bool
     feature_dim: int
     is_supervision: bool
-    labels_per_partition: tuple[int, ...] | None = None  # supervision types: rows in labels/
+    labels_per_partition: tuple[int, ...] | None = None  # supervision types: label rows per part
+    labels_from: str | None = None  # labels are this (reverse) type's edges, flipped
     reverse_of: str | None = None  # set on a reverse type the partitioner added (datasetConfig.partitionConfig.addReverseEdges)
     dropped_dangling: int = 0
 

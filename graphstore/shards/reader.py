@@ -211,6 +211,10 @@ class ShardSet:
         for et, info in m.edge_types.items():
             if info.labels_per_partition is None:
                 continue
+            if info.labels_from:  # the reverse type's edges, flipped back to (anchor, label)
+                rev = edges[info.labels_from]
+                labels[et] = LabelShard(rev.dst, rev.src)
+                continue
             table = self._read_dir(label_dir(partition, et), verify)
             if table is None:
                 labels[et] = LabelShard(np.empty(0, np.int64), np.empty(0, np.int64))

@@ -177,6 +177,11 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction):
         labels.update(zip((umap[i] for i in lab.src), (imap[i] for i in lab.dst)))
     assert labels == raw["user__buys__item"]
     assert set(shards.load_partition(0).labels) == {"user__buys__item"}
+    # with "in" sampling the reverse edges are placed like the labels and serve as them
+    info = m.edge_types["user__buys__item"]
+    assert info.labels_from == ("item__rev_buys__user" if direction == "in" else None)
+    assert any(out.glob("part_*/labels")) == (direction == "out")
+    assert sum(info.labels_per_partition) == 200
     # edge ids are one contiguous range per type
     eids = np.concatenate([shards.load_partition(p).edges["user__buys__item"].eids for p in range(2)])
     assert sorted(eids.tolist()) == list(range(200))
