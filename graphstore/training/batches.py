@@ -1,0 +1,43 @@
+"""Turn a sampled GLT batch (``Data`` or ``HeteroData``) into the model's dict inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+EdgeTypeTuple = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class BatchView:
+    x: dict[str, torch.Tensor]
+    edge_index: dict[EdgeTypeTuple, torch.Tensor]
+    num_nodes: dict[str, int]
+    node_ids: dict[str, torch.Tensor]  # global (dense) id of each local node, per type
+
+
+def view(batch, homo_types: tuple[str, EdgeTypeTuple] | None) -> BatchView:
+    """``homo_types`` is ``(node_type, edge_type)`` for a homogeneous graph, else None."""
+    if homo_types is not None:
+        nt, et = homo_types
+        x = {nt: batch.x} if getattr(batch, "x", None) is not None else {}
+        return BatchView(x, {et: batch.edge_index}, {nt: int(batch.node.numel())}, {nt: batch.node})
+    x, ei, n, ids = {}, {}, {}, {}
+    for nt in batch.node_types:
+        store = batch[nt]
+        if "node" not in store:
+            continue
+        ids[nt] = store.node
+        n[nt] = int(store.node.numel())
+        if "x" in store and store.x is not None:
+            x[nt] = store.x
+    for et in batch.edge_types:
+        if "edge_index" in batch[et]:
+            ei[et] = batch[et].edge_index
+    return BatchView(x, ei, n, ids)
+
+
+def seed_count(batch, node_type: str, homo: bool) -> int:
+    """How many leading nodes of ``node_type`` are the loader's seeds."""
+    return int(batch.batch_size if homo else batch[node_type].batch_size)
