@@ -183,6 +183,21 @@ def get_graph_store_info(ctx: StageContext | None = None,
         machine_index=topology.machine_index)
 
 
+def agree_on_cluster(ctx: StageContext, topology: ClusterTopology) -> GraphStoreInfo:
+    """The seed-000 sequence in one call: temporary global gloo group (explicit address, rank and
+    ``clusterInitTimeoutS``), ``get_graph_store_info``, destroy the group."""
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://{topology.master_addr}:{topology.master_port}",
+        rank=topology.rank, world_size=topology.world_size,
+        timeout=datetime.timedelta(seconds=ctx.task.runtime.cluster_init_timeout_s))
+    try:
+        return get_graph_store_info(ctx, topology)
+    finally:
+        dist.destroy_process_group()
+
+
 # -- readiness ------------------------------------------------------------------------------------
 def _marker(info: GraphStoreInfo, session: int, storage_index: int) -> str:
     return uris.join(info.readiness_uri, f"session_{session}", f"storage_{storage_index}.ready")

@@ -17,7 +17,6 @@ The ``gs_*`` functions below are what compute processes call on a server through
 
 from __future__ import annotations
 
-import datetime
 import logging
 import multiprocessing as mp
 import time
@@ -27,7 +26,7 @@ import torch
 from graphstore.ablp import ABLPInputNodes
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.graph_store_info import GraphStoreInfo, bind_host, free_ports, get_graph_store_info, mark_ready
+from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, free_ports, mark_ready
 from graphstore.heartbeat import Heartbeat
 from graphstore.stage import StageContext
 from graphstore.storage import queries
@@ -125,20 +124,11 @@ def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_i
 
 def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     """The whole life of one storage machine process (see module docs for the order)."""
-    import torch.distributed as dist
-
     from graphstore.shards.reader import ShardSet
 
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://{topology.master_addr}:{topology.master_port}",
-        rank=topology.rank, world_size=topology.world_size,
-        timeout=datetime.timedelta(seconds=ctx.task.runtime.cluster_init_timeout_s))
-    try:
-        info = get_graph_store_info(ctx, topology)
-    finally:
-        dist.destroy_process_group()
+    info = agree_on_cluster(ctx, topology)
     shards = ShardSet.open(ctx.shards_uri)
     if shards.manifest.num_partitions != info.num_storage_nodes:
         raise UsageError(f"{ctx.shards_uri} has {shards.manifest.num_partitions} partitions but the "
@@ -153,4 +143,4 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     return 0
 
 
-__all__ = ["run_storage", "serve_sessions", "SERVER_GROUP", "CLIENT_GROUP", "bind_host"]
+__all__ = ["run_storage", "serve_sessions", "SERVER_GROUP", "CLIENT_GROUP"]

@@ -1,6 +1,6 @@
 """The default trainer: a link-prediction GNN over the graph store (or colocated), seed-000 shaped.
 
-Per compute machine (``run_training``): temporary global group -> ``get_graph_store_info`` ->
+Per compute machine (``run_training``): temporary global group -> ``agree_on_cluster`` ->
 destroy -> (colocated: build this machine's ``DistDataset``) -> spawn one worker per local process.
 
 Per worker (``_worker``), in this order:
@@ -20,7 +20,6 @@ Per worker (``_worker``), in this order:
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ import torch.distributed as dist
 
 from graphstore.config import EdgeType
 from graphstore.env import ClusterTopology
-from graphstore.graph_store_info import GraphStoreInfo, get_graph_store_info
+from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training import metrics as M
 from graphstore.training.args import TrainerArgs
@@ -275,14 +274,7 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     import torch.multiprocessing as mp
 
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://{topology.master_addr}:{topology.master_port}",
-        rank=topology.rank, world_size=topology.world_size,
-        timeout=datetime.timedelta(seconds=ctx.task.runtime.cluster_init_timeout_s))
-    try:
-        info = get_graph_store_info(ctx, topology)
-    finally:
-        dist.destroy_process_group()
+    info = agree_on_cluster(ctx, topology)
     local = None
     if info.colocated:
         from graphstore import DistDataset
