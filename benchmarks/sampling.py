@@ -89,21 +89,14 @@ def _gs_worker(local_rank, info, out: str, epochs: int, local_dataset) -> None:
 
 
 def gs_main(out: str, epochs: int) -> int:
-    import datetime
-
-    import torch.distributed as dist
     import torch.multiprocessing as mp
 
-    from graphstore import get_graph_store_info
     from graphstore.env import ClusterTopology
+    from graphstore.graph_store_info import agree_on_cluster
     from graphstore.stage import StageContext
 
-    ctx, topo = StageContext.from_argv(), ClusterTopology.from_env(os.environ)
-    dist.init_process_group("gloo", init_method=f"tcp://{topo.master_addr}:{topo.master_port}",
-                            rank=topo.rank, world_size=topo.world_size,
-                            timeout=datetime.timedelta(seconds=300))
-    info = get_graph_store_info(ctx, topo)
-    dist.destroy_process_group()
+    ctx = StageContext.from_argv()
+    info = agree_on_cluster(ctx, ClusterTopology.from_env(os.environ))
     local = None
     if info.colocated:
         from graphstore import DistDataset

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from graphstore.config import StorageArgs
+from graphstore.errors import UsageError
 from graphstore.remote_dataset import EdgeTypeLike, edge_type_key
 from graphstore.storage import queries
 from graphstore.storage.dataset import StorageState, build_storage_dataset
@@ -57,14 +58,14 @@ class DistDataset:
     def _node_type(self, node_type: str | None) -> str:
         if node_type is None:
             if len(self.state.node_types) != 1:
-                raise ValueError(f"node_type is required (one of {list(self.state.node_types)})")
+                raise UsageError(f"node_type is required (one of {list(self.state.node_types)})")
             return self.state.node_types[0]
         return node_type
 
     def supervision_key(self, supervision_edge_type: EdgeTypeLike | None) -> str:
         if supervision_edge_type is None:
             if len(self.state.supervision) != 1:
-                raise ValueError(f"supervision_edge_type is required (one of {list(self.state.supervision)})")
+                raise UsageError(f"supervision_edge_type is required (one of {list(self.state.supervision)})")
             return next(iter(self.state.supervision))
         return edge_type_key(supervision_edge_type)
 
@@ -84,5 +85,5 @@ class DistDataset:
         sup = queries.supervision(self.state, self.supervision_key(supervision_edge_type))
         owned = np.sort(anchors.numpy())
         if len(owned) and not np.isin(owned, sup.anchors_by_split["all"]).all():
-            raise ValueError("DistABLPLoader: some anchors are not anchors this machine owns")
+            raise UsageError("DistABLPLoader: some anchors are not anchors this machine owns")
         return torch.from_numpy(queries.labels_of(sup, owned))

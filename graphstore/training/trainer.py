@@ -28,7 +28,6 @@ import time
 import torch
 import torch.distributed as dist
 
-from graphstore.config import EdgeType
 from graphstore.env import ClusterTopology
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext

@@ -8,9 +8,6 @@ expectation below is computed from the raw input tables, not from the implementa
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import time

@@ -7,7 +7,6 @@ the implementation.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
