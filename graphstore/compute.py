@@ -102,7 +102,7 @@ def shared_port(proc: _ComputeProcess) -> int:
     """
     from torch.distributed.distributed_c10d import _get_default_store
 
-    from graphstore.graph_store_info import free_ports
+    from graphstore.ports import free_ports
 
     key = f"graphstore/loader_port/{proc.loaders_created}"
     proc.loaders_created += 1

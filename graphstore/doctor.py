@@ -21,10 +21,11 @@ import importlib
 import importlib.metadata
 import json
 import platform
-import socket
 import sys
 import traceback
 from typing import Any, Callable
+
+from graphstore.ports import free_ports
 
 # The tiny graph: 0->1, 0->2, 1->3, 2->4, 3->5, 6->0. Seed 0, two hops outwards: {0,1,2,3,4}.
 EDGES = [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (6, 0)]
@@ -122,17 +123,11 @@ def probe_glt() -> dict[str, Any]:
     return _check_nodes(out.node)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def probe_gloo(timeout_s: float) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0,
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_ports(1)[0]}", rank=0,
                             world_size=1, timeout=datetime.timedelta(seconds=timeout_s))
     try:
         x = torch.ones(3)
@@ -152,7 +147,7 @@ def probe_rpc(timeout_s: float) -> dict[str, Any]:
 
     opts = rpc.TensorPipeRpcBackendOptions(
         num_worker_threads=2, rpc_timeout=timeout_s,
-        init_method=f"tcp://127.0.0.1:{_free_port()}", _transports=["uv"])
+        init_method=f"tcp://127.0.0.1:{free_ports(1)[0]}", _transports=["uv"])
     rpc.init_rpc("doctor", rank=0, world_size=1, rpc_backend_options=opts)
     try:
         y = rpc.rpc_sync("doctor", _add, args=(torch.ones(2), 1))

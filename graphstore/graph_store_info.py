@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from graphstore import uris
 from graphstore.config import RuntimeConfig
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.ports import free_ports
 from graphstore.stage import StageContext
 
 
@@ -89,20 +89,6 @@ class GraphStoreInfo:
         if self.machine_role != "compute":
             raise UsageError("GraphStoreInfo.compute_rank: this info was built on a storage machine")
         return self.machine_index * self.num_processes_per_compute + local_rank
-
-
-def free_ports(count: int, host: str) -> list[int]:
-    """``count`` distinct ports free on ``host`` right now (bound together, then released)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def bind_host(topology: ClusterTopology) -> str:

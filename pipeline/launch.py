@@ -36,6 +36,7 @@ import yaml
 
 from graphstore.config import ResourceConfig, TaskConfig
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
+from graphstore.ports import free_ports
 from pipeline import topology
 
 log = logging.getLogger("pipeline.launch")
@@ -100,20 +101,6 @@ class LaunchResult:
     def exit_codes(self) -> dict[str, int | None]:
         """label -> exit code, in start order."""
         return {p.spec.label: p.exit_code for p in self.processes}
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that were free on 127.0.0.1 (bound to port 0, then released)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def loopback_interface() -> str:
@@ -328,6 +315,28 @@ def _tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     return text.splitlines()[-lines:]
 
 
+def _exceptions_in(path: Path, limit: int = 3) -> list[str]:
+    """The last ``limit`` distinct exception lines (the line that ends a Python traceback) in the
+    last 1 MiB of a log: what a process that did not fail first, or a child of it, raised."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - (1 << 20)))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    found: list[str] = []
+    in_traceback = False
+    for line in lines:
+        if line.startswith("Traceback (most recent call last):"):
+            in_traceback = True
+        elif in_traceback and line.strip() and not line[0].isspace():
+            in_traceback = False
+            if line in found:
+                found.remove(line)
+            found.append(line)
+    return found[-limit:]
+
+
 def _who(r: _Running) -> str:
     return f"{r.spec.label} (rank {r.spec.rank})"
 
@@ -487,8 +496,12 @@ def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: 
     elif first is not None:
         tail = _tail(first.spec.log_path)
         code = _code_text(first.popen.returncode)
+        elsewhere = [f"  {_shown(r.spec.log_path)}: {line}" for r in running if r is not first
+                     for line in _exceptions_in(r.spec.log_path)]
         error = LaunchFailed(f"{_who(first)} failed first with {code}; last {len(tail)} lines of "
-                             f"{_shown(first.spec.log_path)}:\n" + "\n".join(tail))
+                             f"{_shown(first.spec.log_path)}:\n" + "\n".join(tail)
+                             + ("\nexceptions in the other logs (a cause may be among them):\n"
+                                + "\n".join(elsewhere) if elsewhere else ""))
     if error is not None:
         error.result = result
         raise error

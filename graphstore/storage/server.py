@@ -26,7 +26,8 @@ import torch
 from graphstore.ablp import ABLPInputNodes
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, free_ports, mark_ready
+from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, mark_ready
+from graphstore.ports import free_ports
 from graphstore.heartbeat import Heartbeat
 from graphstore.stage import StageContext
 from graphstore.storage import queries

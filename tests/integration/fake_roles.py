@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 
@@ -130,6 +131,14 @@ def main() -> int:
             time.sleep(0.02)
         time.sleep(1.0)
         return int(value)
+    elif kind == "traceback":  # a child dies with a traceback in our log; we live on
+        try:
+            raise ValueError(f"worker of {topo.role} {topo.machine_index} died")
+        except ValueError:
+            traceback.print_exc()
+        sys.stderr.flush()
+        (seen / "ready").touch()
+        time.sleep(600)
     elif kind in ("fail", "fail-on-ready"):
         while kind == "fail-on-ready" and not (seen / "ready").exists():
             time.sleep(0.02)

@@ -166,6 +166,18 @@ def test_first_failure_is_named_with_its_log_tail_and_the_rest_killed(tmp_path: 
     assert len(seen(run_dir)) == 4 and survivors(run_dir) == []
 
 
+def test_exceptions_in_the_other_logs_are_named_after_the_first_failure(tmp_path: Path) -> None:
+    with pytest.raises(LaunchFailed) as info:
+        launch(tmp_path, "storage-0=traceback,storage-1=fail-on-ready:3,all=hang",
+               failure_grace_s=0.2)
+    message = str(info.value)
+    assert message.startswith("storage 1 (rank 3) failed first with exit code 3;"), message
+    other = message.split("exceptions in the other logs (a cause may be among them):\n", 1)[1]
+    assert other.splitlines() == [
+        f"  {tmp_path}/run/logs/train/storage_0.log: ValueError: worker of storage 0 died"]
+    assert survivors(tmp_path / "run") == []
+
+
 def test_processes_that_exit_within_the_grace_keep_their_own_exit_codes(tmp_path: Path) -> None:
     start = time.monotonic()
     first = r"^storage 1 \(rank 3\) failed first with exit code 1;"

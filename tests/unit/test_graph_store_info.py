@@ -9,7 +9,7 @@ import pytest
 
 from graphstore.config import RuntimeConfig
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.graph_store_info import GraphStoreInfo, free_ports, mark_ready, wait_ready
+from graphstore.graph_store_info import GraphStoreInfo, mark_ready, wait_ready
 
 
 def _info(tmp_path, **kw) -> GraphStoreInfo:
@@ -34,11 +34,6 @@ def test_ranks_sessions_and_masters(tmp_path):
         _info(tmp_path, machine_role="storage").compute_rank(0)
     colocated = _info(tmp_path, num_storage_nodes=0, storage_node_ips=())
     assert colocated.colocated and colocated.storage_cluster_master_ip == "c0"
-
-
-def test_free_ports_are_distinct_and_bindable():
-    ports = free_ports(5, "127.0.0.1")
-    assert len(set(ports)) == 5 and all(p > 0 for p in ports)
 
 
 def test_wait_ready_names_missing_storage_ranks_and_is_bounded(tmp_path):
