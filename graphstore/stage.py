@@ -17,13 +17,17 @@ the frozen configs. Run folder layout (one writer per prefix):
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from graphstore import uris
 from graphstore.config import (
     GraphStoreStorageConfig, ResourceConfig, StageResources, TaskConfig, load_config_pair,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphstore.env import ClusterTopology
 
 Stage = Literal["train", "infer"]
 
@@ -70,3 +74,22 @@ class StageContext:
 
     def path(self, *parts: str) -> str:
         return uris.join(self.run_dir, *parts)
+
+
+def stage_main(prog: str, description: str, role: str,
+               run: Callable[[StageContext, "ClusterTopology"], int]) -> None:
+    """The whole ``__main__`` of a graph-store command (storage, train, infer): parse the stage
+    arguments, read the cluster environment once, tag log lines with ``role`` + machine index,
+    call ``run`` and exit with the error contract's code (graphstore.cli.run_cli)."""
+    from graphstore.cli import run_cli, setup_logging
+    from graphstore.env import ClusterTopology
+
+    def main() -> int:
+        parser = argparse.ArgumentParser(prog=prog, description=description)
+        add_stage_arguments(parser)
+        args = parser.parse_args()
+        topology = ClusterTopology.from_env(os.environ)
+        setup_logging(f"{role}{topology.machine_index}")
+        return run(StageContext.from_args(args), topology)
+
+    run_cli(main, prog)

@@ -76,6 +76,34 @@ def write_text(uri: str, text: str) -> None:
     _client().bucket(bucket).blob(key).upload_from_string(text.encode())
 
 
+def put_file(local_path: str, uri: str) -> None:
+    """Copy a local file to ``uri``; a reader of ``uri`` never sees part of it (local: copy to a
+    temporary name beside it, then rename; GCS: an object upload is atomic)."""
+    if not is_gcs(uri):
+        os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+        tmp = f"{uri}.tmp{os.getpid()}"
+        shutil.copyfile(local_path, tmp)
+        os.replace(tmp, uri)
+        return
+    bucket, key = split_gcs(uri)
+    try:
+        _client().bucket(bucket).blob(key).upload_from_filename(local_path)
+    except Exception as exc:  # noqa: BLE001 - reported with the object name
+        raise RuntimeFailure(f"upload of {uri} failed: {exc}") from exc
+
+
+def list_names(uri: str) -> list[str]:
+    """Sorted names of the files directly under a folder or GCS prefix (empty when missing)."""
+    if not is_gcs(uri):
+        if not os.path.isdir(uri):
+            return []
+        return sorted(n for n in os.listdir(uri) if os.path.isfile(os.path.join(uri, n)))
+    bucket, prefix = split_gcs(uri)
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/")
+    return sorted(b.name[len(prefix):] for b in blobs)
+
+
 def localize(uri: str, workdir: str) -> str:
     """Return a local path holding the file at ``uri``; GCS objects are streamed into ``workdir``.
 

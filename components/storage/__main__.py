@@ -9,27 +9,15 @@ See graphstore.storage.server for the order of work and docs/runtime.md for the 
 
 from __future__ import annotations
 
-import argparse
-import os
 
-from graphstore.cli import run_cli, setup_logging
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m components.storage",
-                                     description="Serve one graph-store storage partition.")
-    from graphstore.stage import StageContext, add_stage_arguments
-
-    add_stage_arguments(parser)
-    args = parser.parse_args()
-    from graphstore.env import ClusterTopology
-
-    topology = ClusterTopology.from_env(os.environ)
-    setup_logging(f"storage{topology.machine_index}")
+def _run(ctx, topology) -> int:
     from graphstore.storage.server import run_storage
 
-    return run_storage(StageContext.from_args(args), topology)
+    return run_storage(ctx, topology)
 
 
 if __name__ == "__main__":
-    run_cli(main, "components.storage")
+    from graphstore.stage import stage_main
+
+    stage_main("python -m components.storage", "Serve one graph-store storage partition.",
+               "storage", _run)

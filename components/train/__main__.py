@@ -7,27 +7,15 @@ graphstore/training/args.py; the order of work is in graphstore/training/trainer
 
 from __future__ import annotations
 
-import argparse
-import os
 
-from graphstore.cli import run_cli, setup_logging
-
-
-def main() -> int:
-    from graphstore.stage import StageContext, add_stage_arguments
-
-    parser = argparse.ArgumentParser(prog="python -m components.train",
-                                     description="Train the default link-prediction GNN.")
-    add_stage_arguments(parser)
-    args = parser.parse_args()
-    from graphstore.env import ClusterTopology
-
-    topology = ClusterTopology.from_env(os.environ)
-    setup_logging(f"train{topology.machine_index}")
+def _run(ctx, topology) -> int:
     from graphstore.training.trainer import run_training
 
-    return run_training(StageContext.from_args(args), topology)
+    return run_training(ctx, topology)
 
 
 if __name__ == "__main__":
-    run_cli(main, "components.train")
+    from graphstore.stage import stage_main
+
+    stage_main("python -m components.train", "Train the default link-prediction GNN.", "train",
+               _run)

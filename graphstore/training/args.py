@@ -29,29 +29,7 @@ class TrainerArgs:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "trainerConfig.trainerArgs") -> "TrainerArgs":
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise UsageError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-        values: dict[str, Any] = {}
-        for key, value in raw.items():
-            default = getattr(cls(), key)
-            if isinstance(default, tuple):
-                if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) for v in value):
-                    raise UsageError(f"{where}.{key}: expected a list of ints, got {value!r}")
-                value = tuple(value)
-            elif isinstance(default, bool) or isinstance(default, str):
-                if not isinstance(value, type(default)):
-                    raise UsageError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
-            elif isinstance(default, int):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise UsageError(f"{where}.{key}: expected an int >= 0, got {value!r}")
-            elif isinstance(default, float):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise UsageError(f"{where}.{key}: expected a number >= 0, got {value!r}")
-                value = float(value)
-            values[key] = value
-        args = cls(**values)
+        args = cls(**typed_values(cls, raw, where))
         if args.decoder not in ("dot", "cosine"):
             raise UsageError(f"{where}.decoder: 'dot' or 'cosine', got {args.decoder!r}")
         if args.loss not in ("retrieval", "bpr"):
@@ -59,3 +37,36 @@ class TrainerArgs:
         if args.batch_size < 1 or args.max_steps < 1 or args.eval_candidates < 1:
             raise UsageError(f"{where}: batch_size, max_steps and eval_candidates must be >= 1")
         return args
+
+
+def typed_values(cls: type, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Check ``raw`` against the fields of the dataclass ``cls`` (typed by their defaults).
+
+    Unknown keys, wrong types and negative numbers raise UsageError naming ``where.key``;
+    returns the values converted (lists -> tuples, ints -> floats where the default is a float).
+    """
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    defaults = cls()
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        default = getattr(defaults, key)
+        if isinstance(default, tuple) or (default is None and isinstance(value, (list, tuple))):
+            if not isinstance(value, (list, tuple)) or not all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= -1 for v in value):
+                raise UsageError(f"{where}.{key}: expected a list of ints (-1 = all), got {value!r}")
+            value = tuple(value)
+        elif isinstance(default, (bool, str)):
+            if not isinstance(value, type(default)):
+                raise UsageError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"{where}.{key}: expected an int >= 0, got {value!r}")
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise UsageError(f"{where}.{key}: expected a number >= 0, got {value!r}")
+            value = float(value)
+        values[key] = value
+    return values

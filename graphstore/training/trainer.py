@@ -14,7 +14,8 @@ Per worker (``_worker``), in this order:
      nodes for every pair (slice 0 of every storage rank's label ids); the popularity baseline is
      scored under the same protocol;
   4. rank 0 writes ``<run-dir>/checkpoint/model.pt`` (weights, model config, step, optimizer,
-     schema version) and ``metrics.json``; a run that finds a checkpoint resumes from its step;
+     training fan-out, schema version) and ``metrics.json``; a run that finds a checkpoint
+     resumes from its step;
   5. loaders shut down, then ``shutdown_compute_process``.
 """
 
@@ -163,11 +164,13 @@ def _steps_per_epoch(job: _Job, train_input, batch_size: int) -> int:
     return int(count.item())
 
 
-def _save(path_dir: str, model, optimizer, cfg: ModelConfig, step: int, metrics: dict) -> None:
+def _save(path_dir: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, step: int,
+          metrics: dict) -> None:
     os.makedirs(path_dir, exist_ok=True)
     tmp = os.path.join(path_dir, "model.pt.tmp")
     torch.save({"schema_version": CHECKPOINT_SCHEMA_VERSION, "model_config": cfg.to_dict(),
-                "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
+                "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "num_neighbors": list(args.num_neighbors)},
                tmp)
     os.replace(tmp, os.path.join(path_dir, "model.pt"))  # a reader never sees a partial file
     tmp = os.path.join(path_dir, f"metrics.json.tmp{os.getpid()}")
@@ -249,7 +252,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                 if rank == 0:
                     log.info("step=%d val_mrr=%.4f val_hits@10=%.4f popularity_mrr=%.4f", step,
                              result["model"]["mrr"], result["model"]["hits@10"], result["popularity"]["mrr"])
-                    _save(ckpt_dir, model, optimizer, cfg, step, {"val_history": history})
+                    _save(ckpt_dir, model, optimizer, cfg, args, step, {"val_history": history})
             if step >= args.max_steps:
                 for _ in epoch:
                     pass
@@ -262,7 +265,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                    "val_history": history, "test": test,
                    "protocol": f"filtered ranking of each (anchor, positive) against ~{args.eval_candidates} "
                                "shared random label nodes; popularity = training positives per node"}
-        _save(ckpt_dir, model, optimizer, cfg, step, summary)
+        _save(ckpt_dir, model, optimizer, cfg, args, step, summary)
         log.info("train done steps=%d test_mrr=%.4f popularity_test_mrr=%.4f seconds=%.1f", step,
                  test["model"]["mrr"], test["popularity"]["mrr"], summary["seconds"])
     shutdown_compute_process()

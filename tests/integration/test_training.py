@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -38,11 +40,11 @@ def _setup(tmp: Path, trainer_args: dict) -> tuple[Path, Path, Path]:
     return tp, rp, run
 
 
-def _train(tp: Path, rp: Path, run: Path) -> str:
-    out = run.parent / "train.out"
+def _train(tp: Path, rp: Path, run: Path, stage: str = "train") -> str:
+    out = run.parent / f"{stage}.out"
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
-         str(rp), "--stage", "train", "--run-dir", str(run), "--timeout-s", "600"],
+         str(rp), "--stage", stage, "--run-dir", str(run), "--timeout-s", "600"],
         cwd=REPO, stdout=out.open("w"), stderr=subprocess.STDOUT, timeout=700)
     text = out.read_text()
     assert proc.returncode == 0, text[-5000:]
@@ -50,7 +52,7 @@ def _train(tp: Path, rp: Path, run: Path) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_training_learns_checkpoints_and_resumes(tmp_path):
+def test_training_learns_checkpoints_resumes_and_embeds(tmp_path):
     tp, rp, run = _setup(tmp_path, TRAINER_ARGS)
     out = _train(tp, rp, run)
     losses = [float(line.split("loss=")[1].split()[0]) for line in out.splitlines() if " loss=" in line]
@@ -68,3 +70,23 @@ def test_training_learns_checkpoints_and_resumes(tmp_path):
     out2 = _train(tp, rp, run)
     assert "resuming from" in out2 and "at step=60" in out2
     assert json.loads((run / "checkpoint" / "metrics.json").read_text())["steps"] == 70
+    # inference: one session per node type, every node exactly once, stale files of an earlier
+    # attempt removed
+    stale = run / "embeddings" / "user" / "part-00007-of-00009.parquet"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"stale")
+    out3 = _train(tp, rp, run, stage="infer")
+    assert "infer session 2/2: node type item finished" in out3
+    manifest = json.loads((run / "shards" / "manifest.json").read_text())
+    for node_type in ("user", "item"):
+        folder = run / "embeddings" / node_type
+        marker = json.loads((folder / "_SUCCESS").read_text())
+        expected = manifest["node_types"][node_type]["count"]
+        assert sorted(p.name for p in folder.glob("part-*")) == marker["files"] == [
+            "part-00000-of-00002.parquet", "part-00001-of-00002.parquet"]
+        table = pq.read_table(folder)
+        ids = table.column("int_id").to_numpy()
+        assert marker["count"] == len(ids) == expected and len(np.unique(ids)) == expected
+        assert ids.min() == 0 and ids.max() == expected - 1
+        emb = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
+        assert emb.shape == (expected, 32) and np.isfinite(emb).all() and emb.std() > 0

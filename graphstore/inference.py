@@ -1,0 +1,208 @@
+"""The default inferencer: embed every node of each configured node type, one session per type.
+
+Per compute machine (``run_inference``): read the checkpoint (``<run-dir>/checkpoint/model.pt``,
+written by the trainer) -> temporary global group -> ``agree_on_cluster`` -> destroy ->
+(colocated: build this machine's ``DistDataset``) -> for node type k of
+``inferencerConfig.nodeTypes``, in that order: spawn one worker per local process against
+storage session k; the storage side serves exactly one session per node type (derived).
+
+Per worker (``_worker``), for its node type:
+  1. ``init_compute_process``; global rank 0 removes the type's ``_SUCCESS`` marker and any
+     ``part-*.parquet`` of an earlier attempt; a barrier orders that before every write;
+  2. node ids fetched for this rank (graph store: a contiguous slice of every storage rank's
+     owned ids; colocated: a slice of this machine's), ``DistNeighborLoader``, eval mode, no grad;
+  3. each rank writes ``part-<rank>-of-<world>.parquet`` (columns ``int_id`` int64,
+     ``embedding`` list<float32>), through a temporary name so a reader never sees half a file;
+  4. counts are all-reduced; global rank 0 checks that every node of the type was embedded
+     exactly once (distinct count == node count) and only then writes ``_SUCCESS`` (JSON, see
+     ``EMBEDDINGS_SCHEMA_VERSION``); anything else fails the stage with no marker;
+  5. loaders shut down, then ``shutdown_compute_process`` (ends the session on every server).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+import torch.distributed as dist
+
+from graphstore import uris
+from graphstore.env import ClusterTopology
+from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
+from graphstore.stage import StageContext
+from graphstore.training.args import typed_values
+from graphstore.training.batches import seed_count, view
+from graphstore.training.model import LinkPredictionEncoder, ModelConfig
+
+log = logging.getLogger(__name__)
+EMBEDDINGS_SCHEMA_VERSION = 1
+SUCCESS = "_SUCCESS"
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferencerArgs:
+    """``inferencerConfig.inferencerArgs`` of the default inferencer."""
+
+    num_neighbors: tuple[int, ...] | None = None  # None: the fan-out the model was trained with
+    log_every_batches: int = 20
+    checkpoint: str | None = None  # URI of model.pt; None: <run-dir>/checkpoint/model.pt
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any],
+                     where: str = "inferencerConfig.inferencerArgs") -> "InferencerArgs":
+        return cls(**typed_values(cls, raw, where))
+
+
+def embeddings_uri(run_dir: str, node_type: str) -> str:
+    """Where the embeddings of ``node_type`` go: ``<run-dir>/embeddings/<node_type>``."""
+    return uris.join(run_dir, "embeddings", node_type)
+
+
+def shard_name(rank: int, world: int) -> str:
+    return f"part-{rank:05d}-of-{world:05d}.parquet"
+
+
+def read_success(run_dir: str, node_type: str) -> dict:
+    """The ``_SUCCESS`` marker of a node type's embeddings; RuntimeFailure when it is missing."""
+    uri = uris.join(embeddings_uri(run_dir, node_type), SUCCESS)
+    if not uris.exists(uri):
+        raise RuntimeFailure(f"no complete embeddings for node type {node_type!r}: {uri} is missing "
+                             "(run the infer stage; a failed or interrupted run leaves no marker)")
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(uris.localize(uri, tmp)) as fh:
+            return json.load(fh)
+
+
+def load_checkpoint(uri: str) -> dict:
+    """The trainer's checkpoint (see graphstore.training.trainer); clear error when missing."""
+    if not uris.exists(uri):
+        raise UsageError(f"no model checkpoint at {uri}: run the train stage first (or set "
+                         "inferencerConfig.inferencerArgs.checkpoint)")
+    with tempfile.TemporaryDirectory() as tmp:
+        return torch.load(uris.localize(uri, tmp), map_location="cpu")
+
+
+def _write_shard(uri: str, ids: torch.Tensor, emb: torch.Tensor) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dim = emb.size(1) if emb.dim() == 2 else 0
+    flat = pa.array(emb.reshape(-1).numpy(), type=pa.float32())
+    offsets = pa.array(range(0, (len(ids) + 1) * dim, dim) if dim else [0] * (len(ids) + 1),
+                       type=pa.int32())
+    table = pa.table({"int_id": pa.array(ids.numpy(), type=pa.int64()),
+                      "embedding": pa.ListArray.from_arrays(offsets, flat)})
+    with tempfile.TemporaryDirectory() as tmp:
+        local = os.path.join(tmp, "shard.parquet")
+        pq.write_table(table, local)
+        uris.put_file(local, uri)
+
+
+def _node_input(job_ds, colocated: bool, node_type: str, homogeneous: bool, local_rank: int,
+                local_world: int):
+    if colocated:
+        ids = job_ds.node_ids(node_type, rank=local_rank, world_size=local_world)
+        total = len(ids)
+    else:
+        ids = job_ds.fetch_node_ids(node_type=node_type)
+        total = sum(len(t) for t in ids.values())
+    return (ids if homogeneous else (node_type, ids)), total
+
+
+def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, args: InferencerArgs,
+            batch_size: int, out_dir: str, local_dataset) -> None:
+    from graphstore import DistNeighborLoader, RemoteDistDataset, init_compute_process, shutdown_compute_process
+    from graphstore.cli import setup_logging
+
+    setup_logging(f"infer{info.machine_index}.{local_rank}")
+    init_compute_process(local_rank, info)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    colocated = local_dataset is not None
+    ds = local_dataset if colocated else RemoteDistDataset(info, local_rank)
+    meta = ds.metadata
+    if rank == 0:  # stale files of an earlier attempt go before anyone writes
+        uris.remove_file(uris.join(out_dir, SUCCESS))
+        for name in uris.list_names(out_dir):
+            if name.startswith("part-") and name.endswith(".parquet"):
+                uris.remove_file(uris.join(out_dir, name))
+    dist.barrier()
+    model = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
+    model.load_state_dict(ckpt["state_dict"])
+    model.eval()
+    homo = None
+    if meta["homogeneous"]:
+        et = tuple(meta["edge_types"][0].split("__"))
+        homo = (meta["node_types"][0], et)
+    fanout = list(args.num_neighbors or ckpt.get("num_neighbors") or (10, 5))
+    inputs, total = _node_input(ds, colocated, node_type, homo is not None, local_rank,
+                                info.num_processes_per_compute)
+    loader = DistNeighborLoader(ds, fanout, inputs, batch_size=batch_size)
+    ids, embs, t0 = [], [], time.perf_counter()
+    num_batches = (total + batch_size - 1) // batch_size  # an upper bound: GLT batches per server
+    with torch.no_grad():
+        for i, batch in enumerate(loader, 1):
+            v = view(batch, homo)
+            h = model(v.x, v.edge_index, v.num_nodes)
+            k = seed_count(batch, node_type, homo is not None)
+            embs.append(h[node_type][:k])
+            ids.append(v.node_ids[node_type][:k])
+            if i % args.log_every_batches == 0:
+                done = sum(len(t) for t in ids)
+                log.info("infer %s rank=%d batches=%d/~%d nodes=%d/%d nodes_per_s=%.0f", node_type,
+                         rank, i, num_batches, done, total, done / (time.perf_counter() - t0))
+    loader.shutdown()
+    dim = int(ckpt["model_config"]["out_dim"])
+    mine_ids = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
+    mine = torch.cat(embs) if embs else torch.empty(0, dim)
+    _write_shard(uris.join(out_dir, shard_name(rank, world)), mine_ids, mine)
+    counts = torch.tensor([len(mine_ids), len(torch.unique(mine_ids))], dtype=torch.long)
+    dist.all_reduce(counts)
+    # every rank holds disjoint id slices, so per-rank distinct counts add up to the global one
+    expected = int(meta["node_counts"][node_type])
+    if rank == 0:
+        rows, distinct = int(counts[0]), int(counts[1])
+        if rows != expected or distinct != expected:
+            raise RuntimeFailure(f"infer {node_type}: wrote {rows} rows ({distinct} distinct ids) "
+                                 f"for {expected} nodes; no {SUCCESS} marker written")
+        marker = {"schema_version": EMBEDDINGS_SCHEMA_VERSION, "node_type": node_type,
+                  "count": rows, "dim": dim, "files": [shard_name(r, world) for r in range(world)],
+                  "checkpoint_step": int(ckpt.get("step", 0)),
+                  "seconds": round(time.perf_counter() - t0, 1)}
+        uris.write_text(uris.join(out_dir, SUCCESS), json.dumps(marker, indent=1))
+        log.info("infer %s done: %d embeddings (dim %d) in %.1f s -> %s", node_type, rows, dim,
+                 marker["seconds"], out_dir)
+    shutdown_compute_process()
+
+
+def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
+    """The compute-machine parent (see module docs)."""
+    import torch.multiprocessing as mp
+
+    if ctx.task.inferencer is None:
+        raise UsageError("the task config has no inferencerConfig")
+    args = InferencerArgs.from_mapping(ctx.task.inferencer.inferencer_args)
+    ckpt = load_checkpoint(args.checkpoint or ctx.path("checkpoint", "model.pt"))
+    node_types = ctx.task.inferencer.node_types
+    info = agree_on_cluster(ctx, topology)
+    local = None
+    if info.colocated:
+        from graphstore import DistDataset
+
+        local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
+    for session, node_type in enumerate(node_types):
+        t0 = time.perf_counter()
+        log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
+        mp.spawn(_worker, args=(info.for_session(session), node_type, ckpt, args,
+                                ctx.task.inferencer.inference_batch_size,
+                                embeddings_uri(ctx.run_dir, node_type), local),
+                 nprocs=info.num_processes_per_compute, join=True)
+        log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
+                 len(node_types), node_type, time.perf_counter() - t0)
+    return 0
