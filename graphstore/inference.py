@@ -12,15 +12,17 @@ Per worker (``_worker``), for its node type:
   2. node ids fetched for this rank (graph store: a contiguous slice of every storage rank's
      owned ids; colocated: a slice of this machine's), ``DistNeighborLoader``, eval mode, no grad;
   3. each rank writes ``part-<rank>-of-<world>.parquet`` (columns ``int_id`` int64,
-     ``embedding`` list<float32>), through a temporary name so a reader never sees half a file;
+     ``embedding`` list<float32>; graphstore.embeddings), through a temporary name so a reader
+     never sees half a file;
   4. counts are all-reduced; global rank 0 checks that every node of the type was embedded
-     exactly once (distinct count == node count) and only then writes ``_SUCCESS`` (JSON, see
-     ``EMBEDDINGS_SCHEMA_VERSION``); anything else fails the stage with no marker;
+     exactly once (distinct count == node count) and only then writes ``_SUCCESS``; anything
+     else fails the stage with no marker;
   5. loaders shut down, then ``shutdown_compute_process`` (ends the session on every server).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -33,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from graphstore import uris
+from graphstore.embeddings import SCHEMA_VERSION, SUCCESS, embeddings_uri, is_shard_name, shard_name
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
@@ -42,8 +45,6 @@ from graphstore.training.batches import seed_count, view
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 
 log = logging.getLogger(__name__)
-EMBEDDINGS_SCHEMA_VERSION = 1
-SUCCESS = "_SUCCESS"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,26 +59,6 @@ class InferencerArgs:
     def from_mapping(cls, raw: Mapping[str, Any],
                      where: str = "inferencerConfig.inferencerArgs") -> "InferencerArgs":
         return cls(**typed_values(cls, raw, where))
-
-
-def embeddings_uri(run_dir: str, node_type: str) -> str:
-    """Where the embeddings of ``node_type`` go: ``<run-dir>/embeddings/<node_type>``."""
-    return uris.join(run_dir, "embeddings", node_type)
-
-
-def shard_name(rank: int, world: int) -> str:
-    return f"part-{rank:05d}-of-{world:05d}.parquet"
-
-
-def read_success(run_dir: str, node_type: str) -> dict:
-    """The ``_SUCCESS`` marker of a node type's embeddings; RuntimeFailure when it is missing."""
-    uri = uris.join(embeddings_uri(run_dir, node_type), SUCCESS)
-    if not uris.exists(uri):
-        raise RuntimeFailure(f"no complete embeddings for node type {node_type!r}: {uri} is missing "
-                             "(run the infer stage; a failed or interrupted run leaves no marker)")
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(uris.localize(uri, tmp)) as fh:
-            return json.load(fh)
 
 
 def load_checkpoint(uri: str) -> dict:
@@ -130,7 +111,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     if rank == 0:  # stale files of an earlier attempt go before anyone writes
         uris.remove_file(uris.join(out_dir, SUCCESS))
         for name in uris.list_names(out_dir):
-            if name.startswith("part-") and name.endswith(".parquet"):
+            if is_shard_name(name):
                 uris.remove_file(uris.join(out_dir, name))
     dist.barrier()
     model = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
@@ -171,9 +152,11 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
         if rows != expected or distinct != expected:
             raise RuntimeFailure(f"infer {node_type}: wrote {rows} rows ({distinct} distinct ids) "
                                  f"for {expected} nodes; no {SUCCESS} marker written")
-        marker = {"schema_version": EMBEDDINGS_SCHEMA_VERSION, "node_type": node_type,
+        marker = {"schema_version": SCHEMA_VERSION, "node_type": node_type,
                   "count": rows, "dim": dim, "files": [shard_name(r, world) for r in range(world)],
                   "checkpoint_step": int(ckpt.get("step", 0)),
+                  "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                      timespec="seconds"),
                   "seconds": round(time.perf_counter() - t0, 1)}
         uris.write_text(uris.join(out_dir, SUCCESS), json.dumps(marker, indent=1))
         log.info("infer %s done: %d embeddings (dim %d) in %.1f s -> %s", node_type, rows, dim,

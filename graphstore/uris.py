@@ -38,6 +38,11 @@ def join(base: str, *parts: str) -> str:
     return os.path.join(base, *parts)
 
 
+def basename(uri: str) -> str:
+    """The last segment of a path or URI (``gs://b/runs/r1`` -> ``r1``)."""
+    return uri.rstrip("/").rsplit("/", 1)[-1] if is_gcs(uri) else os.path.basename(uri.rstrip("/"))
+
+
 def split_gcs(uri: str) -> tuple[str, str]:
     """``gs://bucket/a/b`` -> ``("bucket", "a/b")``. Raises InputDataError for a malformed URI."""
     if not is_gcs(uri):

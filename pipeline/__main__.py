@@ -32,6 +32,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(name="launch", module="pipeline.cli_launch",
                help="run one stage (train or infer) as storage and compute processes on this "
                     "machine"),
+    Subcommand(name="run", module="pipeline.cli_run",
+               help="run the whole pipeline DAG on this machine (kfp.local): partition, train, "
+                    "infer, export"),
+    Subcommand(name="compile", module="pipeline.cli_compile",
+               help="write the pipeline as KFP YAML for Vertex AI Pipelines"),
+    Subcommand(name="neighbors", module="pipeline.cli_neighbors",
+               help="print the top-k neighbours of a node from the local warehouse"),
 )
 
 

@@ -1,0 +1,40 @@
+"""``python -m components.export``: load each node type's embeddings into its warehouse table.
+
+    python -m components.export --task-config T --run-dir D [--run-id ID] [--node-type NT ...]
+
+Needs the infer stage's ``<run-dir>/embeddings/<node_type>/_SUCCESS``; the run id defaults to the
+run folder's name; the warehouse comes from ``exportConfig``. Order of work and guarantees:
+graphstore/export/__init__.py. Prints one line per node type (rows loaded, table).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from graphstore.cli import run_cli, setup_logging
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.export",
+                                     description="Load embeddings into the warehouse.")
+    parser.add_argument("--task-config", required=True, help="task config YAML")
+    parser.add_argument("--resource-config", help="accepted for symmetry with the other stages")
+    parser.add_argument("--run-dir", required=True, help="run folder (local path or gs:// prefix)")
+    parser.add_argument("--run-id", help="run id stored with the rows (default: run folder name)")
+    parser.add_argument("--node-type", action="append", dest="node_types",
+                        help="export only this node type (repeatable; default: inferencerConfig.nodeTypes)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a task config value (dotted path)")
+    args = parser.parse_args()
+    setup_logging("export")
+    from graphstore.config import load_task_config
+    from graphstore.export import export_run
+
+    task = load_task_config(args.task_config, args.set)
+    for done in export_run(task, args.run_dir, run_id=args.run_id, node_types=args.node_types):
+        print(f"export: {done.node_type}: {done.rows} rows -> {done.table} in {done.where}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main, "components.export")

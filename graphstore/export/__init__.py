@@ -1,0 +1,82 @@
+"""The export stage: each node type's embeddings into its warehouse table, atomically.
+
+For each node type (default: ``inferencerConfig.nodeTypes``), in that order:
+  1. ``rows.build_rows``: check the ``_SUCCESS`` marker, join int ids back to raw ids, write the
+     table-schema Parquet file ``<run-dir>/export/<node_type>/rows.parquet`` (local run folders;
+     a temporary folder for gs:// ones);
+  2. the warehouse loads it as the rows of ``run_id``, replacing that run's earlier rows in one
+     step (local: graphstore.export.local_warehouse; BigQuery: not built yet, see the README);
+  3. the loaded count is checked against the marker's and reported.
+A node type that fails stops the stage; node types already loaded stay loaded (each is complete).
+This package imports neither torch nor GLT (the pipeline process runs it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from graphstore import uris
+from graphstore.config import TaskConfig
+from graphstore.errors import UsageError
+from graphstore.export.local_warehouse import LocalWarehouse
+from graphstore.export.names import check_run_id, table_name
+from graphstore.export.rows import build_rows
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Exported:
+    node_type: str
+    table: str
+    rows: int
+    where: str  # the warehouse file or dataset
+
+
+def default_run_id(run_dir: str) -> str:
+    """A run's id: the name of its run folder."""
+    return uris.basename(run_dir.rstrip("/"))
+
+
+def local_warehouse_folder(task: TaskConfig, run_dir: str) -> str:
+    """``exportConfig.localWarehouseUri``, else ``warehouse/`` beside the run folder (shared by
+    every run kept under the same parent, so the tables hold their history)."""
+    if task.export.local_warehouse_uri:
+        return task.export.local_warehouse_uri
+    if uris.is_gcs(run_dir):
+        raise UsageError("exportConfig.localWarehouseUri must be set when the run folder is on gs://")
+    return os.path.join(os.path.dirname(os.path.abspath(run_dir.rstrip("/"))), "warehouse")
+
+
+def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
+               node_types: Sequence[str] | None = None) -> list[Exported]:
+    """Export every node type (see module docs); returns one entry per node type, in order."""
+    run_id = check_run_id(run_id or default_run_id(run_dir))
+    if task.inferencer is None and not node_types:
+        raise UsageError("no node types to export: give --node-type or an inferencerConfig")
+    types = list(node_types or task.inferencer.node_types)
+    cfg = task.export
+    if cfg.warehouse != "local":
+        raise UsageError("exportConfig.warehouse: bigquery export is not built yet; use 'local' "
+                         "(see the README's status section)")
+    warehouse = LocalWarehouse(local_warehouse_folder(task, run_dir))
+    done = []
+    with tempfile.TemporaryDirectory(prefix="export-") as tmp:
+        for node_type in types:
+            t0 = time.perf_counter()
+            table = table_name(cfg.table_prefix, node_type)
+            folder = (os.path.join(tmp, node_type) if uris.is_gcs(run_dir)
+                      else os.path.join(run_dir, "export", node_type))
+            rows = build_rows(run_dir, node_type, run_id=run_id, model_version=cfg.model_version,
+                              out_path=os.path.join(folder, "rows.parquet"))
+            loaded = warehouse.load_run(table, rows, run_id)
+            log.info("export %s: %d rows (dim %d) -> %s table %s, run %s, in %.1f s", node_type,
+                     loaded, rows.dim, warehouse.path, table, run_id, time.perf_counter() - t0)
+            done.append(Exported(node_type=node_type, table=table, rows=loaded,
+                                 where=warehouse.path))
+    return done

@@ -1,0 +1,87 @@
+"""Warehouse rows of one node type: embeddings joined back to raw ids, in the table's schema.
+
+Input: ``<run-dir>/embeddings/<node_type>/`` (the inferencer's Parquet shards and ``_SUCCESS``
+marker; graphstore.inference) and the shard set's ``id_map/<node_type>.parquet``. Output: one
+Parquet file with the warehouse schema (DESIGN §6), the only thing a warehouse loads::
+
+    node_id        the raw id, STRING or INT64 as the input had it
+    node_type      STRING
+    embedding      LIST<DOUBLE>  (BigQuery: ARRAY<FLOAT64>, REPEATED FLOAT)
+    model_version  STRING        (exportConfig.modelVersion)
+    run_id         STRING
+    created_at     TIMESTAMP UTC (when the embeddings were made: the marker's ``finished_at``,
+                                  so exporting the same run again yields the very same rows)
+
+Rows are ordered by ``node_id``. A missing marker, a listed shard that is missing, or a row count
+that differs from the marker's fails before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+from dataclasses import dataclass
+
+from graphstore import uris
+from graphstore.errors import RuntimeFailure
+
+TABLE_COLUMNS = ("node_id", "node_type", "embedding", "model_version", "run_id", "created_at")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A built rows file and what the warehouse needs to check it."""
+
+    path: str  # local Parquet file
+    node_type: str
+    count: int
+    dim: int
+    node_id_type: str  # "STRING" or "INT64"
+    created_at: datetime.datetime
+
+
+def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
+               out_path: str) -> Rows:
+    """Write the rows of ``node_type`` to the local Parquet file ``out_path`` (see module docs)."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from graphstore.embeddings import SUCCESS, embeddings_uri, read_success
+    from graphstore.shards.reader import ShardSet
+
+    marker = read_success(run_dir, node_type)
+    folder = embeddings_uri(run_dir, node_type)
+    created = datetime.datetime.fromisoformat(marker["finished_at"])
+    with tempfile.TemporaryDirectory(prefix="export-") as tmp:
+        files = []
+        for name in marker["files"]:
+            uri = uris.join(folder, name)
+            if not uris.exists(uri):
+                raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
+                                     "rerun the infer stage")
+            files.append(uris.localize(uri, tmp))
+        id_map = ShardSet.open(uris.join(run_dir, "shards"), workdir=tmp).id_map(node_type)
+        con = duckdb.connect()
+        con.register("id_map", id_map)
+        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+        tmp_out = out_path + ".tmp"
+        con.execute(
+            "COPY (SELECT m.raw_id AS node_id, ?::VARCHAR AS node_type, "
+            "CAST(e.embedding AS DOUBLE[]) AS embedding, ?::VARCHAR AS model_version, "
+            "?::VARCHAR AS run_id, ?::TIMESTAMPTZ AS created_at "
+            "FROM read_parquet(?) e JOIN id_map m ON m.int_id = e.int_id ORDER BY m.raw_id) "
+            "TO '" + tmp_out.replace("'", "''") + "' (FORMAT PARQUET)",
+            [node_type, model_version, run_id, created, files])
+        con.close()
+    count = pq.ParquetFile(tmp_out).metadata.num_rows
+    if count != marker["count"]:
+        os.remove(tmp_out)
+        raise RuntimeFailure(f"embeddings of {node_type!r}: {count} rows join the id map, the marker "
+                             f"says {marker['count']}; the embeddings and shards are from different "
+                             "runs? (rerun infer)")
+    os.replace(tmp_out, out_path)
+    raw_type = pq.read_schema(out_path).field("node_id").type
+    return Rows(path=out_path, node_type=node_type, count=count, dim=int(marker["dim"]),
+                node_id_type="STRING" if str(raw_type) in ("string", "large_string") else "INT64",
+                created_at=created)

@@ -1,0 +1,139 @@
+"""``python -m pipeline run``: the whole pipeline DAG on this machine (``kfp.local``).
+
+    python -m pipeline run --task-config T --resource-config R [--run-root runs] [--run-id ID]
+                           [--start-at STAGE] [--stop-after STAGE] [--set key=value ...]
+
+Executes the same pipeline function that ``compile`` writes for Vertex AI (pipeline/dag.py)
+through KFP's local SubprocessRunner: same stages, same order; graph-store stages run on the local
+launcher; export goes to the embedded warehouse. Every run gets a folder ``<run-root>/<run-id>``;
+``--start-at`` with the ``--run-id`` of an earlier run resumes it without redoing earlier stages.
+At the end: seconds per stage, where the outputs are, and the top-5 neighbours of one node read
+back from the warehouse. Exit 0, 2 (bad configs or arguments) or 1 (a stage failed: its name
+and the end of its error are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from graphstore.errors import RuntimeFailure, UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from pipeline.stages import STAGES
+
+    parser.add_argument("--task-config", required=True, help="task config YAML")
+    parser.add_argument("--resource-config", required=True, help="resource config YAML (local)")
+    parser.add_argument("--run-root", default="runs", help="folder holding one folder per run "
+                        "(default: runs)")
+    parser.add_argument("--run-id", help="run id (default: the UTC time, e.g. 20261129T031500Z); "
+                        "give an earlier run's id with --start-at to resume it")
+    parser.add_argument("--start-at", default=STAGES[0], choices=STAGES)
+    parser.add_argument("--stop-after", default=STAGES[-1], choices=STAGES)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config value (dotted path), repeatable")
+    parser.add_argument("--quiet-kfp", action="store_true",
+                        help="hide KFP's per-task log framing (task output still shows)")
+
+
+def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
+    """A run that starts after ``partition`` must find the earlier stages' outputs."""
+    needs = {"train": "shards/manifest.json", "infer": "checkpoint/model.pt",
+             "export": "embeddings"}
+    need = needs.get(stages[0])
+    if need and not os.path.exists(os.path.join(run_dir, need)):
+        raise UsageError(f"--start-at {stages[0]} needs {os.path.join(run_dir, need)} from an "
+                         "earlier run: give that run's --run-id (and --run-root)")
+
+
+def _summary(run_dir: str, stages: tuple[str, ...], seconds: float) -> list[str]:
+    from pipeline.stages import read_records
+
+    lines = [f"run {os.path.basename(run_dir)}: {', '.join(stages)} in {seconds:.1f} s"]
+    for r in read_records(run_dir):
+        extra = ""
+        if r["stage"] == "partition":
+            extra = f"{r.get('edges', '?')} edges -> {r.get('partitions', '?')} partitions"
+        elif r["stage"] == "train":
+            model = r.get("metrics", {}).get("model", {})
+            pop = r.get("metrics", {}).get("popularity", {})
+            if model:
+                extra = (f"test MRR {model.get('mrr', 0):.3f} (popularity {pop.get('mrr', 0):.3f}), "
+                         f"hits@10 {model.get('hits@10', 0):.3f}")
+        elif r["stage"] == "export":
+            extra = f"{r.get('node_type')}: {r.get('rows')} rows -> {r.get('table')}"
+        lines.append(f"  {r['stage']:<9} {r['status']:<6} {r['seconds']:>6.1f} s  {extra}".rstrip())
+    return lines
+
+
+def _neighbours(run_dir: str, task) -> list[str]:
+    """Top-5 neighbours of the first node of the first exported type (from the warehouse)."""
+    from graphstore.export import local_warehouse_folder
+    from graphstore.export.local_warehouse import LocalWarehouse
+    from graphstore.export.names import table_name
+
+    if task.inferencer is None or task.export.warehouse != "local":
+        return []
+    node_type = task.inferencer.node_types[0]
+    warehouse = LocalWarehouse(local_warehouse_folder(task, run_dir))
+    table = table_name(task.export.table_prefix, node_type)
+    run_id = os.path.basename(run_dir)
+    first = warehouse.first_node_id(table, run_id)
+    among = table
+    sup = task.supervision_edge_types[0] if task.supervision_edge_types else None
+    if sup is not None and sup.src_node_type == node_type and sup.dst_node_type in task.inferencer.node_types:
+        among = table_name(task.export.table_prefix, sup.dst_node_type)
+    top = warehouse.neighbors(table, str(first), 5, among=among, run_id=run_id)
+    lines = [f"top-5 of {among} for {node_type} {first!r} (warehouse {warehouse.path}):"]
+    lines += [f"  {node_id!r:>24}  score {score:.4f}" for node_id, score in top]
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphstore.config import load_config_pair
+    from pipeline.stages import dump_yaml, new_run_id, stage_range
+
+    stages = stage_range(args.start_at, args.stop_after)
+    task, res = load_config_pair(args.task_config, args.resource_config, tuple(args.overrides))
+    for stage, stage_res in (("train", res.trainer), ("infer", res.inferencer)):
+        if stage in stages and stage_res.kind != "local":
+            raise UsageError(f"{args.resource_config}: the {stage} stage has Vertex AI resources; "
+                             "`pipeline run` needs a local resource config (submit runs on Vertex)")
+    run_root = os.path.abspath(args.run_root)
+    run_id = args.run_id or new_run_id()
+    run_dir = os.path.join(run_root, run_id)
+    _check_resume(run_dir, stages)
+    from kfp import local
+
+    from pipeline.dag import build_pipeline
+
+    if args.quiet_kfp:
+        logging.getLogger("kfp").setLevel(logging.WARNING)
+    local.init(runner=local.SubprocessRunner(use_venv=False),
+               pipeline_root=os.path.join(run_root, "_kfp"), raise_on_error=True)
+    pipeline_fn = build_pipeline()
+    t0 = time.perf_counter()
+    print(f"pipeline run: {run_id}: {' -> '.join(stages)} (run folder {run_dir})", flush=True)
+    try:
+        pipeline_fn(task_config=dump_yaml(task.to_dict()), resource_config=dump_yaml(res.to_dict()),
+                    run_root=run_root, run_id=run_id, start_at=stages[0], stop_after=stages[-1])
+    except Exception as exc:  # noqa: BLE001 - KFP reports a failed task as a plain exception
+        from pipeline.stages import read_records
+
+        failed = [r for r in read_records(run_dir) if r["status"] == "failed"]
+        if not failed:
+            raise RuntimeFailure(f"pipeline run {run_id} failed: {exc}") from None
+        r = failed[0]
+        tail = "\n".join(r.get("error", "").splitlines()[-25:])
+        print("\n".join(_summary(run_dir, stages, time.perf_counter() - t0)), file=sys.stderr)
+        raise RuntimeFailure(f"stage {r['stage']} failed after {r['seconds']} s "
+                             f"(run {run_id}; resume with --run-id {run_id} --start-at "
+                             f"{r['stage']}):\n{tail}") from None
+    print("\n".join(_summary(run_dir, stages, time.perf_counter() - t0)), flush=True)
+    if "export" in stages:
+        print("\n".join(_neighbours(run_dir, task)), flush=True)
+    return 0

@@ -1,0 +1,124 @@
+"""The KFP v2 pipeline: freeze configs -> partition -> train -> infer -> export (per node type).
+
+One definition serves both targets: ``compile`` writes it as YAML for Vertex AI Pipelines, and
+``pipeline run`` executes the very same pipeline function on this machine through ``kfp.local``
+(SubprocessRunner). Components are lightweight Python components whose bodies import our package
+and call pipeline.stages, so they run wherever the image (``base_image``, a compile-time
+parameter) or the local environment has it installed.
+
+Parameters of the pipeline: ``task_config`` / ``resource_config`` (YAML text, already validated
+by the client), ``run_root`` (runs folder), ``run_id`` (empty: derived from the clock),
+``run_date`` (empty: today, UTC), ``start_at`` / ``stop_after`` (stage names).
+
+Stage selection uses ``dsl.If`` / ``dsl.Elif`` on ``start_at``, one branch per first stage, each
+holding the chain from that stage on; inside a chain every next stage sits in a nested
+``dsl.If(stop_after != <previous stage>)``. (KFP forbids a task depending on a task inside a
+condition it is not nested in, so the chain is nested rather than flat.) Export runs one task
+per node type in a ``dsl.ParallelFor`` with parallelism 1 (the local warehouse has one writer).
+"""
+
+# no ``from __future__ import annotations``: KFP reads the components' annotations as types
+
+from typing import Callable, List, NamedTuple, Tuple
+
+from kfp import dsl
+from kfp.dsl import Metrics, Output
+
+from pipeline.stages import STAGES
+
+DEFAULT_IMAGE = "python:3.11"  # the local runner ignores it; Vertex needs an image with this repo
+PIPELINE_NAME = "graphstore-pipeline"
+
+
+def _freeze(task_config: str, resource_config: str, run_root: str, run_id: str, run_date: str,
+            job_name: str) -> NamedTuple("Frozen", run_dir=str, node_types=List[str]):
+    from collections import namedtuple
+
+    from pipeline.stages import freeze
+
+    run_dir, node_types = freeze(task_config, resource_config, run_root, run_id or "", run_date)
+    return namedtuple("Frozen", "run_dir node_types")(run_dir, node_types)
+
+
+def _partition(run_dir: str) -> str:
+    from pipeline.stages import run_partition
+
+    run_partition(run_dir)
+    return run_dir
+
+
+def _train(run_dir: str, metrics: Output[Metrics]) -> str:
+    from pipeline.stages import run_graph_store
+
+    record = run_graph_store(run_dir, "train")
+    for group, values in record.get("metrics", {}).items():
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if isinstance(value, (int, float)):
+                    metrics.log_metric(f"test_{group}_{name}", float(value))
+    return run_dir
+
+
+def _infer(run_dir: str) -> str:
+    from pipeline.stages import run_graph_store
+
+    run_graph_store(run_dir, "infer")
+    return run_dir
+
+
+def _export(run_dir: str, node_type: str) -> int:
+    from pipeline.stages import run_export
+
+    return int(run_export(run_dir, node_type)["rows"])
+
+
+def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> Callable:
+    """The pipeline function (a KFP graph component) with components built on ``image``.
+
+    Caching is off by default: every task writes into the run folder, and a cached task would
+    skip that write; resuming uses ``start_at`` instead.
+    """
+    freeze_op = dsl.component(_freeze, base_image=image)
+    ops = {"partition": dsl.component(_partition, base_image=image),
+           "train": dsl.component(_train, base_image=image),
+           "infer": dsl.component(_infer, base_image=image)}
+    export_op = dsl.component(_export, base_image=image)
+
+    def add_stage(stage: str, frozen, after):
+        if stage == "export":
+            with dsl.ParallelFor(frozen.outputs["node_types"], parallelism=1) as node_type:
+                task = export_op(run_dir=frozen.outputs["run_dir"], node_type=node_type)
+                task.set_display_name("export").set_caching_options(enable_caching).after(after)
+            return task
+        task = ops[stage](run_dir=frozen.outputs["run_dir"])
+        task.set_display_name(stage).set_caching_options(enable_caching).after(after)
+        return task
+
+    @dsl.pipeline(name=PIPELINE_NAME, description="partition -> train -> infer -> export")
+    def graphstore_pipeline(task_config: str, resource_config: str, run_root: str,
+                            run_id: str = "", run_date: str = "", start_at: str = "partition",
+                            stop_after: str = "export"):
+        frozen = freeze_op(task_config=task_config, resource_config=resource_config,
+                           run_root=run_root, run_id=run_id, run_date=run_date,
+                           job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
+        frozen.set_display_name("freeze-configs").set_caching_options(enable_caching)
+
+        def chain(stages: Tuple[str, ...], after) -> None:
+            task = add_stage(stages[0], frozen, after)
+            if len(stages) > 1:
+                with dsl.If(stop_after != stages[0], name=f"after-{stages[0]}"):
+                    chain(stages[1:], task)
+
+        for k, first in enumerate(STAGES):
+            branch = dsl.If if k == 0 else dsl.Elif
+            with branch(start_at == first, name=f"start-at-{first}"):
+                chain(STAGES[k:], frozen)
+
+    return graphstore_pipeline
+
+
+def compile_pipeline(output: str, image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> None:
+    """Write the pipeline's YAML (what Vertex AI Pipelines runs) to ``output``."""
+    from kfp import compiler
+
+    compiler.Compiler().compile(build_pipeline(image, enable_caching), output)

@@ -1,0 +1,178 @@
+"""What each pipeline task does: the bodies of the DAG's components (pipeline/dag.py) call these.
+
+Run folder of one pipeline run (``<runRoot>/<run_id>/``)::
+
+    config/task.yaml, config/resource.yaml   the frozen configs (placeholders resolved)
+    config/run.json                          run_id, run_date, run_time, started_at
+    shards/ checkpoint/ embeddings/ export/  the stages' outputs (graphstore.stage)
+    logs/<stage>/...                         graph-store process logs (local launcher)
+    _stages/<stage>.json                     one record per finished or failed task:
+                                             {stage, status, seconds, error, ...}
+
+Placeholders (scheduled retraining): ``{run_id}``, ``{run_date}`` (YYYY-MM-DD, UTC) and
+``{run_time}`` (HHMMSS) anywhere in a config value are replaced when the run starts, and the
+resolved configs are what every later task reads. Each task is idempotent for its run folder:
+rerunning it replaces its own outputs. Nothing here imports torch (graph-store stages run in the
+launcher's child processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import logging
+import os
+import time
+from typing import Iterator
+
+import yaml
+
+from graphstore import uris
+from graphstore.config import load_config_pair
+from graphstore.errors import GraphstoreError, UsageError
+
+log = logging.getLogger(__name__)
+STAGES = ("partition", "train", "infer", "export")
+PLACEHOLDERS = ("{run_id}", "{run_date}", "{run_time}")
+
+
+def new_run_id(now: datetime.datetime | None = None) -> str:
+    """A run id from the UTC clock: ``20261129T031500Z``."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ")
+
+
+def resolve_placeholders(text: str, values: dict[str, str]) -> str:
+    """Replace ``{run_id}`` / ``{run_date}`` / ``{run_time}`` in config text."""
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", value)
+    return text
+
+
+def stage_range(start_at: str, stop_after: str) -> tuple[str, ...]:
+    """The stages a run executes, in order; UsageError for unknown names or an empty range."""
+    for name, value in (("--start-at", start_at), ("--stop-after", stop_after)):
+        if value not in STAGES:
+            raise UsageError(f"{name} must be one of {', '.join(STAGES)}, got {value!r}")
+    first, last = STAGES.index(start_at), STAGES.index(stop_after)
+    if first > last:
+        raise UsageError(f"--start-at {start_at} comes after --stop-after {stop_after}")
+    return STAGES[first:last + 1]
+
+
+def config_paths(run_dir: str) -> tuple[str, str]:
+    return os.path.join(run_dir, "config", "task.yaml"), os.path.join(run_dir, "config", "resource.yaml")
+
+
+def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
+           run_date: str = "") -> tuple[str, list[str]]:
+    """First task of a run: resolve placeholders, validate, write the frozen configs into the
+    run folder. Returns ``(run_dir, node types to export)``. Run folders are local here (the
+    pipeline root on Vertex holds gs:// stage outputs through the stages' own URIs)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if run_date:
+        now = datetime.datetime.fromisoformat(run_date).replace(tzinfo=datetime.timezone.utc)
+    run_id = run_id or new_run_id(now)
+    values = {"run_id": run_id, "run_date": now.strftime("%Y-%m-%d"), "run_time": now.strftime("%H%M%S")}
+    run_dir = os.path.join(run_root, run_id)
+    task_path, res_path = config_paths(run_dir)
+    os.makedirs(os.path.dirname(task_path), exist_ok=True)
+    for path, text in ((task_path, task_yaml), (res_path, resource_yaml)):
+        with open(path, "w") as fh:
+            fh.write(resolve_placeholders(text, values))
+    task, _ = load_config_pair(task_path, res_path)
+    with open(os.path.join(run_dir, "config", "run.json"), "w") as fh:
+        json.dump({**values, "started_at": now.isoformat(timespec="seconds")}, fh, indent=1)
+    node_types = list(task.inferencer.node_types) if task.inferencer else []
+    return run_dir, node_types
+
+
+@contextlib.contextmanager
+def recorded(run_dir: str, stage: str, name: str | None = None) -> Iterator[dict]:
+    """Time a task and write ``_stages/<name>.json`` (status ok or failed, with the error)."""
+    record: dict = {"stage": stage, "status": "running"}
+    t0 = time.perf_counter()
+    path = os.path.join(run_dir, "_stages", f"{name or stage}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        yield record
+        record["status"] = "ok"
+    except BaseException as exc:
+        record.update(status="failed", error=str(exc).strip()[-4000:])
+        raise
+    finally:
+        record["seconds"] = round(time.perf_counter() - t0, 1)
+        with open(path, "w") as fh:
+            json.dump(record, fh, indent=1)
+
+
+def run_partition(run_dir: str) -> None:
+    """Raw tables -> ``<run-dir>/shards`` (replaced when a previous attempt left one)."""
+    from graphstore.partition import partition_graph
+
+    task_path, res_path = config_paths(run_dir)
+    task, res = load_config_pair(task_path, res_path)
+    with recorded(run_dir, "partition") as record:
+        shards = os.path.join(run_dir, "shards")
+        uris.remove_tree(shards)
+        manifest = partition_graph(task, num_partitions=task.dataset.partition.num_partitions
+                                   or res.num_partitions, output_uri=shards)
+        record.update(partitions=manifest.num_partitions,
+                      edges=sum(e.count for e in manifest.edge_types.values()))
+
+
+def run_graph_store(run_dir: str, stage: str) -> dict:
+    """A graph-store job (train or infer): the local launcher here; on Vertex, one CustomJob."""
+    from pipeline.launch import LaunchFailed, LaunchInterrupted, launch_stage
+
+    task_path, res_path = config_paths(run_dir)
+    task, res = load_config_pair(task_path, res_path)
+    stage_res = res.trainer if stage == "train" else res.inferencer
+    sessions = len(task.inferencer.node_types) if stage == "infer" else 1
+    with recorded(run_dir, stage) as record:
+        if stage_res.kind != "local":
+            raise UsageError(f"{stage}: Vertex AI graph-store jobs are submitted by the compiled "
+                             "pipeline on Vertex; `pipeline run` needs a local resource config")
+        try:
+            result = launch_stage(task, res, stage=stage, run_dir=run_dir, task_config_path=task_path,
+                                  resource_config_path=res_path,
+                                  timeout_s=task.runtime.session_timeout_s * sessions)
+        except (LaunchFailed, LaunchInterrupted) as exc:
+            raise GraphstoreError(str(exc)) from None
+        record.update(processes=len(result.processes))
+        if stage == "train":
+            metrics_path = os.path.join(run_dir, "checkpoint", "metrics.json")
+            with open(metrics_path) as fh:
+                record["metrics"] = json.load(fh).get("test", {})
+    return record
+
+
+def run_export(run_dir: str, node_type: str) -> dict:
+    """One node type into the warehouse (graphstore.export)."""
+    from graphstore.export import export_run
+
+    task_path, _ = config_paths(run_dir)
+    from graphstore.config import load_task_config
+
+    task = load_task_config(task_path)
+    with recorded(run_dir, "export", name=f"export-{node_type}") as record:
+        (done,) = export_run(task, run_dir, node_types=[node_type])
+        record.update(node_type=node_type, rows=done.rows, table=done.table, where=done.where)
+    return record
+
+
+def read_records(run_dir: str) -> list[dict]:
+    """Every ``_stages/*.json`` record of a run, in stage order."""
+    folder = os.path.join(run_dir, "_stages")
+    if not os.path.isdir(folder):
+        return []
+    records = []
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name)) as fh:
+            records.append(json.load(fh))
+    return sorted(records, key=lambda r: (STAGES.index(r["stage"]), r.get("node_type", "")))
+
+
+def dump_yaml(mapping: dict) -> str:
+    return yaml.safe_dump(mapping, sort_keys=False)
