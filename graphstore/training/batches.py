@@ -41,3 +41,20 @@ def view(batch, homo_types: tuple[str, EdgeTypeTuple] | None) -> BatchView:
 def seed_count(batch, node_type: str, homo: bool) -> int:
     """How many leading nodes of ``node_type`` are the loader's seeds."""
     return int(batch.batch_size if homo else batch[node_type].batch_size)
+
+
+def finish_epoch(loader) -> int:
+    """Consume the rest of the current epoch of a GLT loader; returns how many batches that took.
+
+    Never ``for _ in loader``: ``iter()`` on a GLT loader *starts a new epoch* on every server,
+    so the unread rest of the current one stays in the server's sample buffer; a few such epochs
+    fill it, the sampling workers block, and the next epoch start hangs the server (seen here as a
+    300 s RPC timeout in ``iter(train)``). Only ``next()`` reads the current epoch.
+    """
+    count = 0
+    while True:
+        try:
+            next(loader)
+        except StopIteration:
+            return count
+        count += 1

@@ -34,7 +34,7 @@ from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training import metrics as M
 from graphstore.training.args import TrainerArgs
-from graphstore.training.batches import seed_count, view
+from graphstore.training.batches import finish_epoch, seed_count, view
 from graphstore.training.losses import accidental_hit_mask, bpr_loss, candidate_scores, retrieval_loss
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 
@@ -215,11 +215,9 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     wait_s = compute_s = 0.0
     neg_iter = iter(negatives)
     while step < args.max_steps:
-        epoch = iter(train)
-        for i, batch in enumerate(epoch):
+        for i, batch in enumerate(train):  # one iter(): one GLT epoch (see finish_epoch)
             if i >= steps_per_epoch:  # other ranks have no more batches: finish the epoch unused
-                for _ in epoch:
-                    pass
+                finish_epoch(train)
                 break
             t0 = time.perf_counter()
             try:
@@ -254,8 +252,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                              result["model"]["mrr"], result["model"]["hits@10"], result["popularity"]["mrr"])
                     _save(ckpt_dir, model, optimizer, cfg, args, step, {"val_history": history})
             if step >= args.max_steps:
-                for _ in epoch:
-                    pass
+                finish_epoch(train)
                 break
     train.shutdown()
     negatives.shutdown()

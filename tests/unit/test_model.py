@@ -51,3 +51,29 @@ def test_learns_planted_groups_better_than_chance():
     h = model(x, ei, {"user": 40, "item": 20})
     top = (h["user"] @ h["item"].T).argmax(1)
     assert ((top % 4) == (torch.arange(40) % 4)).float().mean() > 0.8  # chance is 0.25
+
+
+def test_finish_epoch_reads_the_current_epoch_without_starting_another():
+    from graphstore.training.batches import finish_epoch
+
+    class Loader:  # like GLT's DistLoader: iter() starts an epoch on the servers
+        def __init__(self):
+            self.epochs_started, self.left = 0, 0
+
+        def __iter__(self):
+            self.epochs_started += 1
+            self.left = 5
+            return self
+
+        def __next__(self):
+            if self.left == 0:
+                raise StopIteration
+            self.left -= 1
+            return self.left
+
+    loader = Loader()
+    for i, _ in enumerate(loader):
+        if i == 1:
+            assert finish_epoch(loader) == 3
+            break
+    assert loader.epochs_started == 1 and loader.left == 0

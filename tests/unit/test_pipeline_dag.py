@@ -1,0 +1,109 @@
+"""The KFP pipeline: compiled structure, stage selection, placeholders and frozen configs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from graphstore.config import load_config_pair
+from graphstore.errors import UsageError
+from pipeline.stages import STAGES, freeze, resolve_placeholders, stage_range
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("kfp") / "pipeline.yaml"
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "compile", "--output", str(out),
+                           "--image", "europe-docker.pkg.dev/p/r/graphstore:1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(out.read_text())
+
+
+def _executors(spec: dict, dag: dict, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], str, dict]]:
+    """(names of the enclosing condition/loop tasks, display name, task) for every executor."""
+    found = []
+    for task in dag["tasks"].values():
+        comp = spec["components"][task["componentRef"]["name"]]
+        name = task["taskInfo"]["name"]
+        if "dag" in comp:
+            found += _executors(spec, comp["dag"], path + (name,))
+        else:
+            found.append((path, name, task))
+    return found
+
+
+def test_compiled_pipeline_has_the_parameters_and_image(compiled):
+    params = compiled["root"]["inputDefinitions"]["parameters"]
+    assert set(params) == {"task_config", "resource_config", "run_root", "run_id", "run_date",
+                           "start_at", "stop_after"}
+    assert params["start_at"]["defaultValue"] == "partition"
+    assert params["stop_after"]["defaultValue"] == "export"
+    images = {e["container"]["image"] for e in compiled["deploymentSpec"]["executors"].values()}
+    assert images == {"europe-docker.pkg.dev/p/r/graphstore:1"}
+
+
+def test_each_start_branch_chains_the_later_stages_under_stop_after(compiled):
+    executors = _executors(compiled, compiled["root"]["dag"], ())
+    top = [name for path, name, _ in executors if not path]
+    assert top == ["freeze-configs"]
+    for k, first in enumerate(STAGES):
+        branch = f"start-at-{first}"
+        chain = sorted(((path, name) for path, name, _ in executors if branch in path),
+                       key=lambda pn: len(pn[0]))  # outer to inner
+        assert [name for _, name in chain] == list(STAGES[k:]), branch
+        for j, (path, name) in enumerate(chain):
+            inner = path[path.index(branch) + 1:]
+            # stage j of the chain sits inside "after-<each earlier stage of the chain>", in order
+            afters = [p for p in inner if p.startswith("after-")]
+            assert afters == [f"after-{s}" for s in STAGES[k:k + j]], (branch, name, path)
+            if name == "export":
+                assert any(p.startswith("for-loop") for p in inner)
+    conditions = json.dumps(compiled)
+    assert "inputs.parameter_values['pipelinechannel--stop_after'] != 'train'" in conditions
+
+
+def test_stage_range_and_placeholders():
+    assert stage_range("train", "infer") == ("train", "infer")
+    assert stage_range("partition", "export") == STAGES
+    with pytest.raises(UsageError, match="comes after"):
+        stage_range("export", "train")
+    with pytest.raises(UsageError, match="--start-at must be one of"):
+        stage_range("fit", "export")
+    text = "uri: gs://b/raw/{run_date}/edges.parquet  # {run_id} {run_time} {other}"
+    assert resolve_placeholders(text, {"run_date": "2026-11-29", "run_id": "r1", "run_time": "031500"}) == (
+        "uri: gs://b/raw/2026-11-29/edges.parquet  # r1 031500 {other}")
+
+
+def test_freeze_resolves_placeholders_and_writes_valid_configs(tmp_path):
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    task["datasetConfig"]["dataRootUri"] = str(tmp_path / "raw" / "{run_date}")
+    task["exportConfig"]["modelVersion"] = "v{run_time}"
+    res = (REPO / "configs" / "resource_local.yaml").read_text()
+    run_dir, node_types = freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "",
+                                 run_date="2026-11-29T03:15:00")
+    assert run_dir == str(tmp_path / "runs" / "20261129T031500Z")
+    assert node_types == ["user", "item"]
+    frozen, _ = load_config_pair(f"{run_dir}/config/task.yaml", f"{run_dir}/config/resource.yaml")
+    assert frozen.dataset.data_root_uri == str(tmp_path / "raw" / "2026-11-29")
+    assert frozen.export.model_version == "v031500"
+    record = json.loads(Path(run_dir, "config", "run.json").read_text())
+    assert record["run_id"] == "20261129T031500Z" and record["run_date"] == "2026-11-29"
+    task["graphMetadata"]["nodeTypes"].append("bad type")
+    with pytest.raises(Exception, match="nodeTypes"):
+        freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "r2")
+
+
+def test_pipeline_module_imports_no_torch():
+    code = ("import sys, pipeline.dag, pipeline.stages, pipeline.cli_run, pipeline.cli_neighbors, "
+            "graphstore.export; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
