@@ -2,7 +2,7 @@
 #   make demo   set up .venv, generate the default dataset, and run the pipeline locally on it
 #   make test   set up .venv and run the whole test suite
 PY := .venv/bin/python
-DEMO_DIR := runs/demo
+RUN_ROOT := runs
 
 .PHONY: setup demo test test-unit bench wheels
 setup:
@@ -10,8 +10,8 @@ setup:
 
 demo: setup
 	$(PY) -m graphstore.datagen --size small --output .data/default --overwrite
-	$(PY) -m components.partition --task-config configs/task_hetero.yaml \
-	    --resource-config configs/resource_local.yaml --output $(DEMO_DIR)/shards
+	$(PY) -m pipeline run --task-config configs/task_hetero.yaml \
+	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp
 
 test: setup
 	$(PY) -m pytest -q --timeout=900

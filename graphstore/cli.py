@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from typing import Callable
 
 from graphstore.errors import GraphstoreError
 
 
 def setup_logging(role: str, level: int = logging.INFO) -> None:
-    """Configure the root logger once, tagging every line with the process role."""
+    """Configure the root logger once, tagging every line with the process role; silence the
+    deprecation warning torch 2.3 prints for every gloo group GLT creates (noise, not a fault)."""
+    warnings.filterwarnings("ignore", message=r"You are using a Backend .* as a ProcessGroup")
     logging.basicConfig(
         level=level,
         format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s",

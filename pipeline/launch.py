@@ -114,7 +114,11 @@ def loopback_interface() -> str:
 def local_env(base_env: Mapping[str, str], loopback: str) -> dict[str, str]:
     """Variables every local process gets besides the cluster ones (docs/runtime.md)."""
     env = {"GLOO_SOCKET_IFNAME": loopback, "TP_SOCKET_IFNAME": loopback}
-    for name, value in (("OMP_NUM_THREADS", "1"), ("PYTHONUNBUFFERED", "1")):
+    # GLT's own sampling subprocesses never run our logging set-up; torch 2.3 warns there for
+    # every gloo group (graphstore.cli.setup_logging silences it in our processes)
+    quiet = "ignore:You are using a Backend:UserWarning"
+    for name, value in (("OMP_NUM_THREADS", "1"), ("PYTHONUNBUFFERED", "1"),
+                        ("PYTHONWARNINGS", quiet)):
         if name not in base_env:
             env[name] = value
     return env

@@ -38,6 +38,29 @@ def view(batch, homo_types: tuple[str, EdgeTypeTuple] | None) -> BatchView:
     return BatchView(x, ei, n, ids)
 
 
+def without_pair_edges(edge_index: dict[EdgeTypeTuple, torch.Tensor], anchor_type: str,
+                       label_type: str, pairs: torch.Tensor,
+                       num_nodes: dict[str, int]) -> dict[EdgeTypeTuple, torch.Tensor]:
+    """``edge_index`` without any edge joining a pair of ``pairs`` (``[2, P]`` local indices:
+    row 0 into ``anchor_type``'s nodes, row 1 into ``label_type``'s), in either direction and in
+    every edge type between the two node types (the supervision type and its reverse)."""
+    out = {}
+    for et, ei in edge_index.items():
+        src, _, dst = et
+        keys = []
+        n_dst = max(1, num_nodes.get(dst, 0))
+        if (src, dst) == (anchor_type, label_type):
+            keys.append(pairs[0] * n_dst + pairs[1])
+        if (src, dst) == (label_type, anchor_type):
+            keys.append(pairs[1] * n_dst + pairs[0])
+        if not keys or ei.numel() == 0:
+            out[et] = ei
+            continue
+        drop = torch.isin(ei[0] * n_dst + ei[1], torch.cat(keys))
+        out[et] = ei[:, ~drop]
+    return out
+
+
 def seed_count(batch, node_type: str, homo: bool) -> int:
     """How many leading nodes of ``node_type`` are the loader's seeds."""
     return int(batch.batch_size if homo else batch[node_type].batch_size)

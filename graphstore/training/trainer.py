@@ -34,7 +34,7 @@ from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training import metrics as M
 from graphstore.training.args import TrainerArgs
-from graphstore.training.batches import finish_epoch, seed_count, view
+from graphstore.training.batches import finish_epoch, seed_count, view, without_pair_edges
 from graphstore.training.losses import accidental_hit_mask, bpr_loss, candidate_scores, retrieval_loss
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 
@@ -77,14 +77,20 @@ class _Job:
         return ids if self.homo else (self.label_type, ids)
 
 
-def _embed(model, batch, job: _Job) -> dict[str, torch.Tensor]:
+def _embed(model, batch, job: _Job, drop_pairs: torch.Tensor | None = None):
     v = view(batch, job.homo)
-    return model(v.x, v.edge_index, v.num_nodes), v
+    edges = v.edge_index
+    if drop_pairs is not None:
+        edges = without_pair_edges(edges, job.anchor_type, job.label_type, drop_pairs, v.num_nodes)
+    return model(v.x, edges, v.num_nodes), v
 
 
 def _pairs_embeddings(model, batch, job: _Job):
-    h, v = _embed(model, batch, job)
+    """Embeddings of the batch's (anchor, positive) pairs. The edges joining each pair are left out
+    of message passing: with them, a model learns "linked = positive", which holds for training
+    pairs only (the splitter removes val/test pairs from the graph) and ranks worse than random."""
     y = batch.y_positive
+    h, v = _embed(model, batch, job, drop_pairs=y)
     anchors = h[job.anchor_type][y[0]]
     positives = h[job.label_type][y[1]]
     return anchors, positives, v.node_ids[job.anchor_type][y[0]], v.node_ids[job.label_type][y[1]]

@@ -77,3 +77,22 @@ def test_finish_epoch_reads_the_current_epoch_without_starting_another():
             assert finish_epoch(loader) == 3
             break
     assert loader.epochs_started == 1 and loader.left == 0
+
+
+def test_pair_edges_are_dropped_in_both_directions_and_nothing_else():
+    import torch
+
+    from graphstore.training.batches import without_pair_edges
+
+    buys, rev, sim = ("user", "buys", "item"), ("item", "rev_buys", "user"), ("item", "sim", "item")
+    edges = {buys: torch.tensor([[0, 0, 1, 2], [0, 1, 1, 2]]),
+             rev: torch.tensor([[0, 1, 1, 2], [0, 0, 2, 1]]),
+             sim: torch.tensor([[0, 1], [1, 0]])}
+    pairs = torch.tensor([[0, 2], [1, 2]])  # (user 0, item 1), (user 2, item 2)
+    out = without_pair_edges(edges, "user", "item", pairs, {"user": 3, "item": 3})
+    assert out[buys].tolist() == [[0, 1], [0, 1]]
+    assert out[rev].tolist() == [[0, 1, 2], [0, 2, 1]]  # (item 1 -> user 0) dropped
+    assert out[sim].tolist() == edges[sim].tolist()
+    homo = {("n", "to", "n"): torch.tensor([[0, 1, 1, 3], [1, 0, 3, 1]])}
+    out = without_pair_edges(homo, "n", "n", torch.tensor([[0], [1]]), {"n": 4})
+    assert out[("n", "to", "n")].tolist() == [[1, 3], [3, 1]]
