@@ -1,0 +1,104 @@
+"""``python -m pipeline run``: the whole DAG on this machine through kfp.local (real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from graphstore.datagen import DatasetSpec, generate_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.integration]
+
+TRAINER_ARGS = {"num_neighbors": [5, 3], "batch_size": 16, "num_random_negatives": 32,
+                "max_steps": 20, "val_every_steps": 20, "log_every_steps": 10,
+                "eval_candidates": 50, "hidden_dim": 16, "out_dim": 16}
+
+
+def _configs(tmp: Path) -> tuple[Path, Path]:
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=5), str(tmp / "data"))
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    task["datasetConfig"]["dataRootUri"] = str(tmp / "data")
+    task["trainerConfig"]["trainerArgs"] = TRAINER_ARGS
+    task["graphStoreRuntimeConfig"] = {"heartbeatIntervalS": 1, "heartbeatTimeoutS": 15,
+                                       "readinessTimeoutS": 120, "rpcTimeoutS": 120,
+                                       "sessionTimeoutS": 600}
+    tp, rp = tmp / "task.yaml", tmp / "res.yaml"
+    tp.write_text(yaml.safe_dump(task))
+    rp.write_text((REPO / "configs" / "resource_local.yaml").read_text())
+    return tp, rp
+
+
+def _run(tp: Path, rp: Path, root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", "run", "--task-config", str(tp),
+                           "--resource-config", str(rp), "--run-root", str(root), *extra],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(root: Path, table: str) -> list[tuple]:
+    con = duckdb.connect(str(root / "warehouse" / "warehouse.duckdb"), read_only=True)
+    try:
+        return con.execute(f"SELECT run_id, count(*), count(DISTINCT node_id) FROM {table} "
+                           "GROUP BY run_id ORDER BY run_id").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.timeout(1200)
+def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
+    tp, rp = _configs(tmp_path)
+    root = tmp_path / "runs"
+    first = _run(tp, rp, root, "--run-id", "r1")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    run = root / "r1"
+    manifest = json.loads((run / "shards" / "manifest.json").read_text())
+    counts = {nt: manifest["node_types"][nt]["count"] for nt in ("user", "item")}
+    for nt, n in counts.items():
+        assert _rows(root, f"embeddings_{nt}") == [("r1", n, n)]
+    records = {json.loads(p.read_text())["stage"] for p in (run / "_stages").glob("*.json")}
+    assert records == {"partition", "train", "infer", "export"}
+    out = first.stdout
+    assert "run r1: partition, train, infer, export in" in out
+    assert "  train     ok" in out and "test MRR" in out
+    assert "top-5 of embeddings_item for user" in out
+    assert len([line for line in out.splitlines() if "score" in line]) == 5
+    frozen = yaml.safe_load((run / "config" / "task.yaml").read_text())
+    assert frozen["trainerConfig"]["trainerArgs"]["max_steps"] == 20
+
+    # resume at export: earlier stages are not redone, the rows stay exactly once
+    ckpt = run / "checkpoint" / "model.pt"
+    before = (ckpt.stat().st_mtime_ns, (run / "_stages" / "train.json").stat().st_mtime_ns)
+    again = _run(tp, rp, root, "--run-id", "r1", "--start-at", "export")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (ckpt.stat().st_mtime_ns, (run / "_stages" / "train.json").stat().st_mtime_ns) == before
+    assert "run r1: export in" in again.stdout
+    for nt, n in counts.items():
+        assert _rows(root, f"embeddings_{nt}") == [("r1", n, n)]
+
+
+def test_a_failing_stage_stops_the_run_with_its_name_and_error(tmp_path):
+    tp, rp = _configs(tmp_path)
+    os.remove(tmp_path / "data" / "user_item.parquet")
+    root = tmp_path / "runs"
+    proc = _run(tp, rp, root, "--run-id", "bad", timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "stage partition failed after" in proc.stderr
+    assert "user_item.parquet" in proc.stderr  # the error names the missing input
+    assert "--run-id bad --start-at partition" in proc.stderr
+    assert not (root / "bad" / "checkpoint").exists()
+    status = json.loads((root / "bad" / "_stages" / "partition.json").read_text())
+    assert status["status"] == "failed"
+
+
+def test_resuming_a_run_that_does_not_exist_is_a_usage_error(tmp_path):
+    tp, rp = _configs(tmp_path)
+    proc = _run(tp, rp, tmp_path / "runs", "--run-id", "nope", "--start-at", "infer", timeout=120)
+    assert proc.returncode == 2
+    assert "--start-at infer needs" in proc.stderr and "checkpoint/model.pt" in proc.stderr
