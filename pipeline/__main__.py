@@ -37,6 +37,10 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                     "infer, export"),
     Subcommand(name="compile", module="pipeline.cli_compile",
                help="write the pipeline as KFP YAML for Vertex AI Pipelines"),
+    Subcommand(name="submit", module="pipeline.cli_submit",
+               help="submit the pipeline to Vertex AI Pipelines (--dry-run prints the request)"),
+    Subcommand(name="schedule", module="pipeline.cli_schedule",
+               help="create / list / pause / resume / delete Vertex AI pipeline schedules"),
     Subcommand(name="neighbors", module="pipeline.cli_neighbors",
                help="print the top-k neighbours of a node from the local warehouse"),
 )

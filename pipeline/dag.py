@@ -7,8 +7,10 @@ and call pipeline.stages, so they run wherever the image (``base_image``, a comp
 parameter) or the local environment has it installed.
 
 Parameters of the pipeline: ``task_config`` / ``resource_config`` (YAML text, already validated
-by the client), ``run_root`` (runs folder), ``run_id`` (empty: derived from the clock),
-``run_date`` (empty: today, UTC), ``start_at`` / ``stop_after`` (stage names).
+by the client), ``run_root`` (runs folder, local or gs://), ``run_id`` (empty: derived from the
+clock), ``run_date`` (empty: today, UTC), ``start_at`` / ``stop_after`` (stage names),
+``graph_store_image`` (the image of the Vertex AI CustomJobs of train and infer; default: the
+compile-time image).
 
 Stage selection uses ``dsl.If`` / ``dsl.Elif`` on ``start_at``, one branch per first stage, each
 holding the chain from that stage on; inside a chain every next stage sits in a nested
@@ -47,10 +49,10 @@ def _partition(run_dir: str) -> str:
     return run_dir
 
 
-def _train(run_dir: str, metrics: Output[Metrics]) -> str:
+def _train(run_dir: str, image: str, metrics: Output[Metrics]) -> str:
     from pipeline.stages import run_graph_store
 
-    record = run_graph_store(run_dir, "train")
+    record = run_graph_store(run_dir, "train", image)
     for group, values in record.get("metrics", {}).items():
         if isinstance(values, dict):
             for name, value in values.items():
@@ -59,10 +61,10 @@ def _train(run_dir: str, metrics: Output[Metrics]) -> str:
     return run_dir
 
 
-def _infer(run_dir: str) -> str:
+def _infer(run_dir: str, image: str) -> str:
     from pipeline.stages import run_graph_store
 
-    run_graph_store(run_dir, "infer")
+    run_graph_store(run_dir, "infer", image)
     return run_dir
 
 
@@ -84,27 +86,28 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> 
            "infer": dsl.component(_infer, base_image=image)}
     export_op = dsl.component(_export, base_image=image)
 
-    def add_stage(stage: str, frozen, after):
+    def add_stage(stage: str, frozen, after, image_param):
         if stage == "export":
             with dsl.ParallelFor(frozen.outputs["node_types"], parallelism=1) as node_type:
                 task = export_op(run_dir=frozen.outputs["run_dir"], node_type=node_type)
                 task.set_display_name("export").set_caching_options(enable_caching).after(after)
             return task
-        task = ops[stage](run_dir=frozen.outputs["run_dir"])
+        extra = {"image": image_param} if stage in ("train", "infer") else {}
+        task = ops[stage](run_dir=frozen.outputs["run_dir"], **extra)
         task.set_display_name(stage).set_caching_options(enable_caching).after(after)
         return task
 
     @dsl.pipeline(name=PIPELINE_NAME, description="partition -> train -> infer -> export")
     def graphstore_pipeline(task_config: str, resource_config: str, run_root: str,
                             run_id: str = "", run_date: str = "", start_at: str = "partition",
-                            stop_after: str = "export"):
+                            stop_after: str = "export", graph_store_image: str = image):
         frozen = freeze_op(task_config=task_config, resource_config=resource_config,
                            run_root=run_root, run_id=run_id, run_date=run_date,
                            job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
         frozen.set_display_name("freeze-configs").set_caching_options(enable_caching)
 
         def chain(stages: Tuple[str, ...], after) -> None:
-            task = add_stage(stages[0], frozen, after)
+            task = add_stage(stages[0], frozen, after, graph_store_image)
             if len(stages) > 1:
                 with dsl.If(stop_after != stages[0], name=f"after-{stages[0]}"):
                     chain(stages[1:], task)

@@ -18,12 +18,10 @@ No torch import here: this module is part of ``pipeline/``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -38,11 +36,11 @@ from graphstore.config import ResourceConfig, TaskConfig
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 from graphstore.ports import free_ports
 from pipeline import topology
+from pipeline.proctree import TERM_GRACE_S, Running, end_all
 
 log = logging.getLogger("pipeline.launch")
 
 Stage = Literal["train", "infer"]
-TERM_GRACE_S = 5.0
 """Seconds between SIGTERM and SIGKILL when ending a run's processes."""
 TAIL_LINES = 20
 _POLL_S = 0.1
@@ -173,127 +171,6 @@ def freeze_configs(task: TaskConfig, resources: ResourceConfig, folder: Path) ->
     return paths
 
 
-def _drop(_line: str) -> None:
-    """An echo that discards."""
-
-
-class _Running:
-    """One started process: its output pump, its exit watcher, and the descendants seen so far."""
-
-    def __init__(self, spec: ProcessSpec, base_env: Mapping[str, str],
-                 echo: Callable[[str], None], changed: threading.Event) -> None:
-        """Start the process (its own session) and the threads that pump and watch it."""
-        self.spec = spec
-        self.exit_time: float | None = None
-        self.popen = subprocess.Popen(
-            spec.argv, env={**base_env, **spec.env}, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        self.pgid = self.popen.pid  # start_new_session: the process leads its own group
-        self.tracked: dict[int, psutil.Process] = {}
-        with contextlib.suppress(psutil.NoSuchProcess):
-            self.tracked[self.popen.pid] = psutil.Process(self.popen.pid)
-        self.pump = threading.Thread(target=self._pump, args=(echo,), daemon=True,
-                                     name=f"pump {spec.label}")
-        self.watcher = threading.Thread(target=self._watch, args=(changed,), daemon=True,
-                                        name=f"wait {spec.label}")
-        self.pump.start()
-        self.watcher.start()
-
-    def _pump(self, echo: Callable[[str], None]) -> None:
-        """Copy merged stdout/stderr to the log file and, prefixed, to ``echo``."""
-        prefix, stdout = f"[{self.spec.label}] ", self.popen.stdout
-        if stdout is None:  # not reached: Popen(stdout=PIPE)
-            return
-        with open(self.spec.log_path, "wb") as log_file:
-            for line in iter(stdout.readline, b""):
-                log_file.write(line)
-                log_file.flush()
-                try:
-                    echo(prefix + line.decode("utf-8", errors="replace").rstrip("\r\n"))
-                except OSError:  # e.g. stdout piped into `head`: keep draining into the log
-                    echo = _drop
-        stdout.close()
-
-    def _watch(self, changed: threading.Event) -> None:
-        self.popen.wait()
-        self.exit_time = time.monotonic()
-        changed.set()
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.returncode if self.exit_time is not None else None
-
-    def track_descendants(self) -> None:
-        """Remember descendants now, so that those that leave the session can still be ended."""
-        for proc in list(self.tracked.values()):
-            try:
-                for child in proc.children(recursive=True):
-                    self.tracked.setdefault(child.pid, child)
-            except psutil.Error:
-                continue
-
-
-def _group_members(pgids: set[int]) -> list[psutil.Process]:
-    members = []
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) in pgids:
-                members.append(proc)
-        except (OSError, psutil.Error):
-            continue
-    return members
-
-
-def _signal_all(pgids: set[int], procs: Sequence[psutil.Process], sig: int) -> None:
-    for pgid in pgids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)  # psutil checks the pid still names the same process
-
-
-def _alive(proc: psutil.Process) -> bool:
-    """Running and not a zombie (an orphan's zombie may never be reaped in a container)."""
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _wait_gone(procs: Sequence[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    """Wait up to ``timeout_s`` for ``procs`` to end; returns those still alive."""
-    deadline = time.monotonic() + timeout_s
-    alive = [p for p in procs if _alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in alive if _alive(p)]
-    return alive
-
-
-def end_all(running: Sequence[_Running], term_grace_s: float = TERM_GRACE_S) -> int:
-    """End every process of the run: SIGTERM to each session and every tracked descendant, then
-    SIGKILL to what is left after ``term_grace_s``. Returns how many processes were still alive."""
-    for r in running:
-        r.track_descendants()
-    pgids = {r.pgid for r in running}
-    targets = {p.pid: p for r in running for p in r.tracked.values()}
-    targets.update({p.pid: p for p in _group_members(pgids)})
-    alive = [p for p in targets.values() if _alive(p)]
-    if not alive:
-        return 0
-    _signal_all(pgids, alive, signal.SIGTERM)
-    still = _wait_gone(alive, term_grace_s)
-    if still:
-        log.warning("pids=%s ignored SIGTERM for %.0f s; sending SIGKILL",
-                    [p.pid for p in still], term_grace_s)
-        _signal_all(pgids, still, signal.SIGKILL)
-        still = _wait_gone(still, term_grace_s)
-        if still:
-            log.error("pids=%s survived SIGKILL", [p.pid for p in still])
-    return len(alive)
-
-
 def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it is inside it."""
     try:
@@ -341,7 +218,7 @@ def _exceptions_in(path: Path, limit: int = 3) -> list[str]:
     return found[-limit:]
 
 
-def _who(r: _Running) -> str:
+def _who(r: Running) -> str:
     return f"{r.spec.label} (rank {r.spec.rank})"
 
 
@@ -365,8 +242,8 @@ def _install_signal_handlers(stop: threading.Event, received: list[str]) -> Call
 Ending = Literal["ok", "failed", "timeout", "interrupted"]
 
 
-def _supervise(running: Sequence[_Running], *, deadline: float, failure_grace_s: float,
-               stop: threading.Event, changed: threading.Event) -> tuple[Ending, _Running | None]:
+def _supervise(running: Sequence[Running], *, deadline: float, failure_grace_s: float,
+               stop: threading.Event, changed: threading.Event) -> tuple[Ending, Running | None]:
     """Wait for the run to end; returns how it ended and the first failed process, if any.
 
     The first failure is the process whose exit was observed first; after it the others get
@@ -408,14 +285,14 @@ def _locked(echo: Callable[[str], None] | None) -> Callable[[str], None]:
     return write
 
 
-def _start_all(specs: Sequence[ProcessSpec], running: list[_Running], echo: Callable[[str], None],
+def _start_all(specs: Sequence[ProcessSpec], running: list[Running], echo: Callable[[str], None],
                changed: threading.Event, stop: threading.Event) -> None:
     base_env = dict(os.environ)
     for spec in specs:
         if stop.is_set():
             return
         try:
-            running.append(_Running(spec, base_env, echo, changed))
+            running.append(Running(spec, base_env, echo, changed))
         except OSError as exc:
             raise UsageError(f"{spec.config_key}: cannot start {spec.argv[0]!r} for {spec.label}: "
                              f"{exc.strerror or exc}") from None
@@ -462,7 +339,7 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
         stale.unlink()
     stop, changed, received = threading.Event(), threading.Event(), []
     restore = _install_signal_handlers(stop, received)
-    running: list[_Running] = []
+    running: list[Running] = []
     start = time.monotonic()
     try:
         _start_all(specs, running, _locked(echo), changed, stop)
@@ -480,8 +357,8 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
                    timeout_s=timeout_s, signal_name=received[0] if received else "a signal")
 
 
-def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: Sequence[_Running],
-            seconds: float, *, ending: Ending, first: _Running | None, pending: list[_Running],
+def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: Sequence[Running],
+            seconds: float, *, ending: Ending, first: Running | None, pending: list[Running],
             leftover: int, timeout_s: float, signal_name: str) -> LaunchResult:
     """Build the result; raise the error that ``ending`` calls for."""
     result = LaunchResult(stage=stage, run_dir=run_dir, job_name=f"{run_dir.name}-{stage}",

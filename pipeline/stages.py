@@ -23,6 +23,7 @@ import datetime
 import json
 import logging
 import os
+import tempfile
 import time
 from typing import Iterator
 
@@ -62,28 +63,38 @@ def stage_range(start_at: str, stop_after: str) -> tuple[str, ...]:
 
 
 def config_paths(run_dir: str) -> tuple[str, str]:
-    return os.path.join(run_dir, "config", "task.yaml"), os.path.join(run_dir, "config", "resource.yaml")
+    """URIs of the frozen task and resource configs of a run."""
+    return uris.join(run_dir, "config", "task.yaml"), uris.join(run_dir, "config", "resource.yaml")
+
+
+def load_frozen(run_dir: str):
+    """The run's frozen ``(TaskConfig, ResourceConfig)`` (copied locally first when on gs://)."""
+    task_uri, res_uri = config_paths(run_dir)
+    with tempfile.TemporaryDirectory(prefix="config-") as tmp:
+        return load_config_pair(uris.localize(task_uri, tmp), uris.localize(res_uri, tmp))
 
 
 def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
            run_date: str = "") -> tuple[str, list[str]]:
     """First task of a run: resolve placeholders, validate, write the frozen configs into the
-    run folder. Returns ``(run_dir, node types to export)``. Run folders are local here (the
-    pipeline root on Vertex holds gs:// stage outputs through the stages' own URIs)."""
+    run folder (local or gs://). Returns ``(run_dir, node types to export)``."""
     now = datetime.datetime.now(datetime.timezone.utc)
     if run_date:
         now = datetime.datetime.fromisoformat(run_date).replace(tzinfo=datetime.timezone.utc)
     run_id = run_id or new_run_id(now)
     values = {"run_id": run_id, "run_date": now.strftime("%Y-%m-%d"), "run_time": now.strftime("%H%M%S")}
-    run_dir = os.path.join(run_root, run_id)
-    task_path, res_path = config_paths(run_dir)
-    os.makedirs(os.path.dirname(task_path), exist_ok=True)
-    for path, text in ((task_path, task_yaml), (res_path, resource_yaml)):
-        with open(path, "w") as fh:
-            fh.write(resolve_placeholders(text, values))
-    task, _ = load_config_pair(task_path, res_path)
-    with open(os.path.join(run_dir, "config", "run.json"), "w") as fh:
-        json.dump({**values, "started_at": now.isoformat(timespec="seconds")}, fh, indent=1)
+    run_dir = uris.join(run_root, run_id)
+    with tempfile.TemporaryDirectory(prefix="config-") as tmp:  # validate before writing
+        local = [os.path.join(tmp, "task.yaml"), os.path.join(tmp, "resource.yaml")]
+        for path, text in zip(local, (task_yaml, resource_yaml)):
+            with open(path, "w") as fh:
+                fh.write(resolve_placeholders(text, values))
+        task, _ = load_config_pair(*local)
+        for path, uri in zip(local, config_paths(run_dir)):
+            with open(path) as fh:
+                uris.write_text(uri, fh.read())
+    uris.write_text(uris.join(run_dir, "config", "run.json"),
+                    json.dumps({**values, "started_at": now.isoformat(timespec="seconds")}, indent=1))
     node_types = list(task.inferencer.node_types) if task.inferencer else []
     return run_dir, node_types
 
@@ -93,8 +104,6 @@ def recorded(run_dir: str, stage: str, name: str | None = None) -> Iterator[dict
     """Time a task and write ``_stages/<name>.json`` (status ok or failed, with the error)."""
     record: dict = {"stage": stage, "status": "running"}
     t0 = time.perf_counter()
-    path = os.path.join(run_dir, "_stages", f"{name or stage}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
         yield record
         record["status"] = "ok"
@@ -103,18 +112,17 @@ def recorded(run_dir: str, stage: str, name: str | None = None) -> Iterator[dict
         raise
     finally:
         record["seconds"] = round(time.perf_counter() - t0, 1)
-        with open(path, "w") as fh:
-            json.dump(record, fh, indent=1)
+        uris.write_text(uris.join(run_dir, "_stages", f"{name or stage}.json"),
+                        json.dumps(record, indent=1))
 
 
 def run_partition(run_dir: str) -> None:
     """Raw tables -> ``<run-dir>/shards`` (replaced when a previous attempt left one)."""
     from graphstore.partition import partition_graph
 
-    task_path, res_path = config_paths(run_dir)
-    task, res = load_config_pair(task_path, res_path)
+    task, res = load_frozen(run_dir)
     with recorded(run_dir, "partition") as record:
-        shards = os.path.join(run_dir, "shards")
+        shards = uris.join(run_dir, "shards")
         uris.remove_tree(shards)
         manifest = partition_graph(task, num_partitions=task.dataset.partition.num_partitions
                                    or res.num_partitions, output_uri=shards)
@@ -122,29 +130,40 @@ def run_partition(run_dir: str) -> None:
                       edges=sum(e.count for e in manifest.edge_types.values()))
 
 
-def run_graph_store(run_dir: str, stage: str) -> dict:
-    """A graph-store job (train or infer): the local launcher here; on Vertex, one CustomJob."""
+def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
+    """A graph-store job (train or infer): the local launcher when the resource config is local,
+    else one Vertex AI CustomJob (pipeline.vertex) running ``image``."""
     from pipeline.launch import LaunchFailed, LaunchInterrupted, launch_stage
 
     task_path, res_path = config_paths(run_dir)
-    task, res = load_config_pair(task_path, res_path)
+    task, res = load_frozen(run_dir)
     stage_res = res.trainer if stage == "train" else res.inferencer
     sessions = len(task.inferencer.node_types) if stage == "infer" else 1
+    timeout_s = task.runtime.session_timeout_s * sessions
     with recorded(run_dir, stage) as record:
-        if stage_res.kind != "local":
-            raise UsageError(f"{stage}: Vertex AI graph-store jobs are submitted by the compiled "
-                             "pipeline on Vertex; `pipeline run` needs a local resource config")
-        try:
-            result = launch_stage(task, res, stage=stage, run_dir=run_dir, task_config_path=task_path,
-                                  resource_config_path=res_path,
-                                  timeout_s=task.runtime.session_timeout_s * sessions)
-        except (LaunchFailed, LaunchInterrupted) as exc:
-            raise GraphstoreError(str(exc)) from None
-        record.update(processes=len(result.processes))
+        if stage_res.kind == "vertex":
+            from pipeline import vertex
+
+            job = vertex.custom_job(task, res, stage, image, task_config_uri=task_path,
+                                    resource_config_uri=res_path, run_dir=run_dir,
+                                    display_name=f"{uris.basename(run_dir)}-{stage}")
+            vertex.run_custom_job(job, res, timeout_s)
+            record.update(custom_job=job.resource_name)
+        else:
+            if uris.is_gcs(run_dir):
+                raise UsageError(f"{stage}: the local launcher needs a local run folder, got {run_dir}")
+            try:
+                result = launch_stage(task, res, stage=stage, run_dir=run_dir,
+                                      task_config_path=task_path, resource_config_path=res_path,
+                                      timeout_s=timeout_s)
+            except (LaunchFailed, LaunchInterrupted) as exc:
+                raise GraphstoreError(str(exc)) from None
+            record.update(processes=len(result.processes))
         if stage == "train":
-            metrics_path = os.path.join(run_dir, "checkpoint", "metrics.json")
-            with open(metrics_path) as fh:
-                record["metrics"] = json.load(fh).get("test", {})
+            with tempfile.TemporaryDirectory() as tmp:
+                metrics_path = uris.localize(uris.join(run_dir, "checkpoint", "metrics.json"), tmp)
+                with open(metrics_path) as fh:
+                    record["metrics"] = json.load(fh).get("test", {})
     return record
 
 
@@ -152,10 +171,7 @@ def run_export(run_dir: str, node_type: str) -> dict:
     """One node type into the warehouse (graphstore.export)."""
     from graphstore.export import export_run
 
-    task_path, _ = config_paths(run_dir)
-    from graphstore.config import load_task_config
-
-    task = load_task_config(task_path)
+    task, _ = load_frozen(run_dir)
     with recorded(run_dir, "export", name=f"export-{node_type}") as record:
         (done,) = export_run(task, run_dir, node_types=[node_type])
         record.update(node_type=node_type, rows=done.rows, table=done.table, where=done.where)

@@ -81,3 +81,46 @@ def finish_epoch(loader) -> int:
         except StopIteration:
             return count
         count += 1
+
+
+class EpochStream:
+    """Endless batches from a GLT loader, epoch after epoch, at most ``per_epoch`` of each.
+
+    ``per_epoch`` caps an epoch at the batch count every rank has (DDP steps in lockstep); the
+    unread rest of a capped epoch is read with :func:`finish_epoch` before the next one starts.
+    None: every batch of every epoch (random negatives). ``close()`` reads the rest of the current
+    epoch and shuts the loader down.
+    """
+
+    def __init__(self, loader, per_epoch: int | None = None) -> None:
+        self.loader, self.per_epoch = loader, per_epoch
+        self._taken: int | None = None  # batches read from the current epoch; None: no epoch
+
+    def next(self):
+        for _ in range(2):
+            if self._taken is not None and self.per_epoch is not None and self._taken >= self.per_epoch:
+                finish_epoch(self.loader)
+                self._taken = None
+            if self._taken is None:
+                iter(self.loader)  # starts one epoch (the only iter() call per epoch)
+                self._taken = 0
+            try:
+                batch = next(self.loader)
+            except StopIteration:
+                empty = self._taken == 0
+                self._taken = None
+                if empty:
+                    break
+                continue
+            self._taken += 1
+            return batch
+        from graphstore.errors import RuntimeFailure
+
+        raise RuntimeFailure(f"{type(self.loader).__name__} yields no batches: its input is empty "
+                             "or smaller than one batch on every storage rank")
+
+    def close(self) -> None:
+        if self._taken is not None:
+            finish_epoch(self.loader)
+            self._taken = None
+        self.loader.shutdown()

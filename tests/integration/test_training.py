@@ -30,6 +30,10 @@ def _setup(tmp: Path, trainer_args: dict) -> tuple[Path, Path, Path]:
     task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
     task["datasetConfig"]["dataRootUri"] = str(data)
     task["trainerConfig"]["trainerArgs"] = trainer_args
+    # two supervision edge types, trained together (the second anchors on items)
+    task["taskMetadata"]["nodeAnchorBasedLinkPredictionTaskMetadata"]["supervisionEdgeTypes"] = [
+        {"srcNodeType": "user", "relation": "buys", "dstNodeType": "item"},
+        {"srcNodeType": "item", "relation": "similar_to", "dstNodeType": "item"}]
     task["graphStoreRuntimeConfig"] = {"heartbeatIntervalS": 1, "heartbeatTimeoutS": 15,
                                        "readinessTimeoutS": 120, "rpcTimeoutS": 120}
     tp, rp, run = tmp / "task.yaml", tmp / "res.yaml", tmp / "run"
@@ -62,6 +66,11 @@ def test_training_learns_checkpoints_resumes_and_embeds(tmp_path):
     # random ranking among ~100 candidates gives MRR ~0.05
     assert test["model"]["mrr"] > 0.15, test
     assert test["model"]["count"] > 100
+    by_type = test["by_supervision_edge_type"]
+    assert set(by_type) == {"user__buys__item", "item__similar_to__item"}
+    assert by_type["user__buys__item"]["model"] == test["model"]
+    similar = by_type["item__similar_to__item"]
+    assert similar["model"]["count"] > 50 and similar["model"]["mrr"] > similar["popularity"]["mrr"]
     assert (run / "checkpoint" / "model.pt").exists()
     # a second run with more steps resumes from step 60 instead of starting over
     task = yaml.safe_load(tp.read_text())

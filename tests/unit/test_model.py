@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from graphstore.training.losses import accidental_hit_mask, candidate_scores, retrieval_loss
@@ -96,3 +97,47 @@ def test_pair_edges_are_dropped_in_both_directions_and_nothing_else():
     homo = {("n", "to", "n"): torch.tensor([[0, 1, 1, 3], [1, 0, 3, 1]])}
     out = without_pair_edges(homo, "n", "n", torch.tensor([[0], [1]]), {"n": 4})
     assert out[("n", "to", "n")].tolist() == [[1, 3], [3, 1]]
+
+
+class _FakeLoader:
+    """Like GLT's DistLoader: iter() starts an epoch of ``sizes[epoch]`` batches (last repeats)."""
+
+    def __init__(self, sizes):
+        self.sizes, self.epochs_started, self.left, self.shut = sizes, 0, 0, False
+
+    def __iter__(self):
+        self.left = self.sizes[min(self.epochs_started, len(self.sizes) - 1)]
+        self.epochs_started += 1
+        return self
+
+    def __next__(self):
+        if self.left == 0:
+            raise StopIteration
+        self.left -= 1
+        return (self.epochs_started, self.left)
+
+    def shutdown(self):
+        self.shut = True
+
+
+def test_epoch_stream_caps_epochs_and_reads_the_rest_before_the_next():
+    from graphstore.training.batches import EpochStream
+
+    loader = _FakeLoader([5])
+    stream = EpochStream(loader, per_epoch=2)
+    got = [stream.next() for _ in range(5)]
+    assert [epoch for epoch, _ in got] == [1, 1, 2, 2, 3]
+    assert loader.epochs_started == 3 and loader.left == 4
+    stream.close()
+    assert loader.left == 0 and loader.shut
+
+
+def test_epoch_stream_without_cap_runs_each_epoch_out_and_rejects_empty_loaders():
+    from graphstore.errors import RuntimeFailure
+    from graphstore.training.batches import EpochStream
+
+    loader = _FakeLoader([3])
+    stream = EpochStream(loader)
+    assert [stream.next()[0] for _ in range(7)] == [1, 1, 1, 2, 2, 2, 3]
+    with pytest.raises(RuntimeFailure, match="yields no batches"):
+        EpochStream(_FakeLoader([0])).next()

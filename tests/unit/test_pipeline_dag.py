@@ -43,9 +43,10 @@ def _executors(spec: dict, dag: dict, path: tuple[str, ...]) -> list[tuple[tuple
 def test_compiled_pipeline_has_the_parameters_and_image(compiled):
     params = compiled["root"]["inputDefinitions"]["parameters"]
     assert set(params) == {"task_config", "resource_config", "run_root", "run_id", "run_date",
-                           "start_at", "stop_after"}
+                           "start_at", "stop_after", "graph_store_image"}
     assert params["start_at"]["defaultValue"] == "partition"
     assert params["stop_after"]["defaultValue"] == "export"
+    assert params["graph_store_image"]["defaultValue"] == "europe-docker.pkg.dev/p/r/graphstore:1"
     images = {e["container"]["image"] for e in compiled["deploymentSpec"]["executors"].values()}
     assert images == {"europe-docker.pkg.dev/p/r/graphstore:1"}
 

@@ -1,0 +1,68 @@
+"""Ranking evaluation of one supervision type (protocol: graphstore.training.metrics).
+
+Candidates: the same ~``eval_candidates`` label nodes for every pair (slice 0 of every storage
+rank's label ids), embedded once; each (anchor, positive) pair of the split is ranked against
+them, filtered (a candidate that is a positive of the row's anchor in the batch is skipped). The
+popularity baseline (training positives per label node) is scored under the same protocol. Sums
+are all-reduced, so every rank returns the same result. Loaders are created in the same order on
+every rank (a collective) and shut down before returning.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from graphstore.training import metrics as M
+from graphstore.training.args import TrainerArgs
+from graphstore.training.batches import seed_count
+from graphstore.training.job import Job, Supervision
+
+
+def evaluate(model, job: Job, sup: Supervision, args: TrainerArgs, split: str,
+             popularity: torch.Tensor) -> dict:
+    """``{"model": metrics, "popularity": metrics, "candidates_per_pair": n}`` on ``split``."""
+    from graphstore import DistABLPLoader, DistNeighborLoader
+
+    model.eval()
+    n_labels = job.meta["node_counts"][sup.label_type]
+    world = max(1, n_labels // args.eval_candidates)
+    cand_loader = DistNeighborLoader(job.ds, list(args.num_neighbors),
+                                     sup.node_input(sup.label_ids(rank=0, world=world)),
+                                     batch_size=1024)
+    loader = DistABLPLoader(job.ds, list(args.num_neighbors), sup.ablp_input(split),
+                            batch_size=args.batch_size, supervision_edge_type=sup.key)
+    with torch.no_grad():
+        embs, ids = [], []
+        for batch in cand_loader:
+            h, v = job.embed(model, batch)
+            k = seed_count(batch, sup.label_type, job.homo is not None)
+            embs.append(h[sup.label_type][:k])
+            ids.append(v.node_ids[sup.label_type][:k])
+        cand_emb = torch.cat(embs) if embs else torch.empty(0, args.out_dim)
+        cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
+        sums, pop_sums = torch.zeros(5), torch.zeros(5)
+        for batch in loader:
+            a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
+            same = a_id[:, None] == a_id[None, :]
+            mask = (same[:, :, None] & (p_id[None, :, None] == cand_id[None, None, :])).any(1)
+            sums += M.metric_sums(M.ranks((a * p).sum(-1), a @ cand_emb.T, mask))
+            pop = popularity[cand_id][None, :].expand(len(p_id), -1)
+            pop_sums += M.metric_sums(M.ranks(popularity[p_id], pop, mask))
+    loader.shutdown()
+    cand_loader.shutdown()
+    dist.all_reduce(sums)
+    dist.all_reduce(pop_sums)
+    model.train()
+    return {"model": M.finalize(sums), "popularity": M.finalize(pop_sums),
+            "candidates_per_pair": int(cand_id.numel())}
+
+
+def evaluate_all(model, job: Job, args: TrainerArgs, split: str,
+                 popularity: dict[str, torch.Tensor]) -> dict:
+    """Every supervision type's result under ``by_supervision_edge_type``; the first type's
+    result also at the top level (what single-type readers and the pipeline summary read)."""
+    results = {sup.key: evaluate(model, job, sup, args, split, popularity[sup.key])
+               for sup in job.sups}
+    first = results[job.sups[0].key]
+    return {**first, "by_supervision_edge_type": results}

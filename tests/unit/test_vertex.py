@@ -1,0 +1,104 @@
+"""Vertex AI requests, built offline (anonymous credentials, no network): graph-store CustomJob
+worker pools, the PipelineJob of `pipeline submit`, and the Schedule of `pipeline schedule`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+
+from graphstore.config import load_config_pair
+from pipeline import vertex
+
+REPO = Path(__file__).resolve().parents[2]
+TASK, RES = REPO / "configs" / "task_hetero.yaml", REPO / "configs" / "resource_vertex.yaml"
+GCS_DATA = "datasetConfig.dataRootUri=gs://my-bucket/raw/{run_date}"
+IMAGE = "europe-docker.pkg.dev/p/r/graphstore:1"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_graph_store_custom_job_pools_follow_the_launcher_contract():
+    task, res = load_config_pair(str(TASK), str(RES))
+    args = dict(task_config_uri="gs://b/runs/r1/config/task.yaml",
+                resource_config_uri="gs://b/runs/r1/config/resource.yaml", run_dir="gs://b/runs/r1")
+    specs = vertex.worker_pool_specs(task, res.trainer, "train", IMAGE, **args)
+    stage_args = ["--task-config", args["task_config_uri"], "--resource-config",
+                  args["resource_config_uri"], "--stage", "train", "--run-dir", "gs://b/runs/r1"]
+    compute = {"machine_spec": {"machine_type": "n1-standard-16",
+                                "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 2},
+               "container_spec": {"image_uri": IMAGE, "command": ["python"],
+                                  "args": ["-m", "components.train", *stage_args]}}
+    assert specs == [
+        {**compute, "replica_count": 1},  # workerpool0: compute leader
+        {**compute, "replica_count": 1},  # workerpool1: the other compute machines (C - 1)
+        {"machine_spec": {"machine_type": "n2-highmem-32"}, "replica_count": 4,
+         "container_spec": {"image_uri": IMAGE, "command": ["python"],
+                            "args": ["-m", "components.storage", *stage_args]}}]
+    # one compute machine: the middle pool is an empty spec, so storage stays workerpool2
+    infer = vertex.worker_pool_specs(task, res.inferencer, "infer", IMAGE, **args)
+    assert infer[1] == {} and infer[2]["replica_count"] == 4
+    assert infer[0]["container_spec"]["args"][:2] == ["-m", "components.infer"]
+    job = vertex.custom_job(task, res, "train", IMAGE, display_name="r1-train",
+                            credentials=AnonymousCredentials(), **args)
+    request = type(job._gca_resource).to_dict(job._gca_resource)
+    pools = request["job_spec"]["worker_pool_specs"]
+    assert [p["replica_count"] for p in pools] == ["1", "1", "4"]
+    assert pools[2]["container_spec"]["args"][-1] == "gs://b/runs/r1"
+    assert request["labels"] == {"team": "graph-ml"}
+
+
+def test_local_resources_are_refused_for_a_custom_job():
+    task, res = load_config_pair(str(TASK), str(REPO / "configs" / "resource_local.yaml"))
+    with pytest.raises(Exception, match="no Vertex AI pools"):
+        vertex.worker_pool_specs(task, res.trainer, "train", IMAGE, task_config_uri="t",
+                                 resource_config_uri="r", run_dir="d")
+
+
+def test_submit_dry_run_prints_the_pipeline_job_request():
+    proc = _cli("submit", "--task-config", str(TASK), "--resource-config", str(RES), "--image",
+                IMAGE, "--set", GCS_DATA, "--start-at", "train", "--display-name", "nightly", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    request = json.loads(proc.stdout)
+    assert request["display_name"] == "nightly"
+    assert request["service_account"] == "graphstore-runner@my-project.iam.gserviceaccount.com"
+    assert request["labels"] == {"team": "graph-ml"}
+    runtime = request["runtime_config"]
+    assert runtime["gcs_output_directory"] == "gs://my-project-graphstore-temp/pipeline_root"
+    params = runtime["parameter_values"]
+    assert params["run_root"] == "gs://my-project-graphstore-perm/runs"
+    assert (params["start_at"], params["stop_after"], params["run_id"]) == ("train", "export", "")
+    assert params["graph_store_image"] == IMAGE
+    assert "dataRootUri: gs://my-bucket/raw/{run_date}" in params["task_config"]  # resolved per run
+    assert "vertex_ai_graph_store_trainer_config" in params["resource_config"]
+    assert request["pipeline_spec"]["pipelineInfo"]["name"] == "graphstore-pipeline"
+
+
+def test_submit_refuses_local_inputs_and_schedule_checks_cron():
+    proc = _cli("submit", "--task-config", str(TASK), "--resource-config", str(RES), "--image",
+                IMAGE, "--dry-run")
+    assert proc.returncode == 2 and "Vertex AI cannot read local input files" in proc.stderr
+    bad = _cli("schedule", "create", "--cron", "every day", "--task-config", str(TASK),
+               "--resource-config", str(RES), "--image", IMAGE, "--set", GCS_DATA, "--dry-run")
+    assert bad.returncode == 2 and "--cron" in bad.stderr
+
+
+def test_schedule_dry_run_prints_the_schedule_request():
+    proc = _cli("schedule", "create", "--cron", "0 3 * * *", "--task-config", str(TASK),
+                "--resource-config", str(RES), "--image", IMAGE, "--set", GCS_DATA,
+                "--display-name", "nightly-retrain", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    request = json.loads(proc.stdout)
+    assert request["cron"] == "0 3 * * *" and request["max_concurrent_run_count"] == "1"
+    assert request["display_name"] == "nightly-retrain"
+    job = request["create_pipeline_job_request"]["pipeline_job"]
+    assert job["service_account"] == "graphstore-runner@my-project.iam.gserviceaccount.com"
+    assert job["runtime_config"]["parameter_values"]["run_id"] == ""  # each run derives its own
+    assert request["create_pipeline_job_request"]["parent"] == "projects/my-project/locations/us-central1"
