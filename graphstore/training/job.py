@@ -1,6 +1,6 @@
 """What a training worker reads from its dataset: graph metadata and per-supervision-type inputs.
 
-One :class:`Supervision` per supervision edge type of the dataset (in manifest order), each with
+One :class:`Supervision` per supervision edge type of the dataset (in task config order), each with
 its anchor and label node types and its inputs, fetched from storage (graph store) or from this
 machine's partition (colocated). Batches and model inputs: graphstore.training.batches.
 """
@@ -77,13 +77,18 @@ class Supervision:
 class Job:
     """Dataset handle (remote or colocated), metadata, and the supervision types to train."""
 
-    def __init__(self, dataset, local_rank: int, local_world: int, colocated: bool) -> None:
+    def __init__(self, dataset, local_rank: int, local_world: int, colocated: bool,
+                 supervision_order: list[str] | None = None) -> None:
+        """``supervision_order``: supervision type keys in the task config's order (the first is
+        the one reported at the top level of the metrics); others follow in manifest order."""
         from graphlearn_torch.typing import reverse_edge_type
 
         self.ds, self.colocated = dataset, colocated
         self.local_rank, self.local_world = local_rank, local_world
         self.meta = meta = dataset.metadata
-        keys = list(meta["supervision_edge_types"])
+        order = list(supervision_order or [])
+        keys = sorted(meta["supervision_edge_types"],
+                      key=lambda k: order.index(k) if k in order else len(order))
         if not keys:
             raise UsageError("the dataset has no supervision edge types "
                              "(taskMetadata...supervisionEdgeTypes)")

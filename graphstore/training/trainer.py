@@ -58,7 +58,7 @@ def _save(path_dir: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, 
 
 
 def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: str,
-            local_dataset) -> None:
+            local_dataset, supervision_order: list[str]) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from graphstore import (
@@ -72,7 +72,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     rank = dist.get_rank()
     torch.manual_seed(args.seed)
     dataset = local_dataset if local_dataset is not None else RemoteDistDataset(info, local_rank)
-    job = Job(dataset, local_rank, info.num_processes_per_compute, local_dataset is not None)
+    job = Job(dataset, local_rank, info.num_processes_per_compute, local_dataset is not None,
+              supervision_order)
     dims = {nt: job.meta["feature_dims"][nt] for nt in job.meta["node_types"]}
     cfg = ModelConfig(node_feature_dims=dims, edge_types=job.edge_types, hidden_dim=args.hidden_dim,
                       out_dim=args.out_dim, num_layers=args.num_layers, decoder=args.decoder)
@@ -166,6 +167,7 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
 
         local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
     # workers get plain picklable values (the frozen configs hold read-only mappings)
-    mp.spawn(_worker, args=(info, args, ctx.path("checkpoint"), local),
+    order = [str(e) for e in ctx.task.supervision_edge_types]
+    mp.spawn(_worker, args=(info, args, ctx.path("checkpoint"), local, order),
              nprocs=info.num_processes_per_compute, join=True)
     return 0
