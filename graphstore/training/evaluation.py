@@ -1,7 +1,7 @@
 """Ranking evaluation of one supervision type (protocol: graphstore.training.metrics).
 
 Candidates: the same ~``eval_candidates`` label nodes for every pair (slice 0 of every storage
-rank's label ids), embedded once; each (anchor, positive) pair of the split is ranked against
+rank's label ids; colocated: of every machine's partition, gathered from all ranks), embedded once; each (anchor, positive) pair of the split is ranked against
 them, filtered (a candidate that is a positive of the row's anchor in the batch is skipped). The
 popularity baseline (training positives per label node) is scored under the same protocol. Sums
 are all-reduced, so every rank returns the same result. Loaders are created in the same order on
@@ -41,6 +41,8 @@ def evaluate(model, job: Job, sup: Supervision, args: TrainerArgs, split: str,
             ids.append(v.node_ids[sup.label_type][:k])
         cand_emb = torch.cat(embs) if embs else torch.empty(0, args.out_dim)
         cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
+        if job.colocated:  # each machine embedded its own partition's slice: share them
+            cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
         sums, pop_sums = torch.zeros(5), torch.zeros(5)
         for batch in loader:
             a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
@@ -56,6 +58,36 @@ def evaluate(model, job: Job, sup: Supervision, args: TrainerArgs, split: str,
     model.train()
     return {"model": M.finalize(sums), "popularity": M.finalize(pop_sums),
             "candidates_per_pair": int(cand_id.numel())}
+
+
+def _gather_candidates(emb: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every rank's candidates, each id once (ranks of one machine hold the same ones), in id
+    order: the same candidate set graph-store mode fetches (slice 0 of every partition)."""
+    world = dist.get_world_size()
+    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([len(ids)]))
+    most = int(max(int(x) for x in sizes))
+    pad_emb = torch.zeros(most, emb.size(1))
+    pad_emb[:len(ids)] = emb
+    pad_ids = torch.full((most,), -1, dtype=torch.long)
+    pad_ids[:len(ids)] = ids
+    embs = [torch.empty_like(pad_emb) for _ in range(world)]
+    all_ids = [torch.empty_like(pad_ids) for _ in range(world)]
+    dist.all_gather(embs, pad_emb)
+    dist.all_gather(all_ids, pad_ids)
+    emb, ids = torch.cat(embs), torch.cat(all_ids)
+    keep = ids >= 0
+    emb, ids = emb[keep], ids[keep]
+    unique, first = _first_occurrence(ids)
+    return emb[first], unique
+
+
+def _first_occurrence(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sorted unique ids and the index of each one's first occurrence in ``ids``."""
+    unique, inverse = torch.unique(ids, return_inverse=True)
+    first = torch.full((len(unique),), len(ids), dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(len(ids)), reduce="amin")
+    return unique, first
 
 
 def evaluate_all(model, job: Job, args: TrainerArgs, split: str,
