@@ -99,3 +99,24 @@ def test_training_learns_checkpoints_resumes_and_embeds(tmp_path):
         assert ids.min() == 0 and ids.max() == expected - 1
         emb = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
         assert emb.shape == (expected, 32) and np.isfinite(emb).all() and emb.std() > 0
+
+
+@pytest.mark.timeout(900)
+def test_colocated_training_and_inference_through_the_launcher(tmp_path):
+    args = {**TRAINER_ARGS, "max_steps": 20, "val_every_steps": 20}
+    tp, rp, run = _setup(tmp_path, args)
+    rp.write_text((REPO / "configs" / "resource_local_colocated.yaml").read_text())
+    out = _train(tp, rp, run)
+    assert "launch: stage train ok: 2 processes (0 storage, 2 compute)" in out, out[-2000:]
+    test = json.loads((run / "checkpoint" / "metrics.json").read_text())["test"]
+    buys = test["by_supervision_edge_type"]["user__buys__item"]
+    # same candidate protocol as graph-store mode: ~100 candidates from both partitions
+    assert buys["candidates_per_pair"] == 100
+    assert buys["model"]["mrr"] > buys["popularity"]["mrr"]
+    _train(tp, rp, run, stage="infer")
+    manifest = json.loads((run / "shards" / "manifest.json").read_text())
+    for node_type in ("user", "item"):
+        table = pq.read_table(run / "embeddings" / node_type)
+        ids = table.column("int_id").to_numpy()
+        expected = manifest["node_types"][node_type]["count"]
+        assert len(ids) == len(np.unique(ids)) == expected
