@@ -16,6 +16,7 @@ class TrainerArgs:
     lr: float = 0.005
     weight_decay: float = 0.0
     max_steps: int = 300
+    max_epochs: int = 0  # also stop after this many epochs of the first supervision type; 0: off
     val_every_steps: int = 100
     log_every_steps: int = 20
     eval_candidates: int = 500  # shared random candidates per evaluated pair (see metrics.py)

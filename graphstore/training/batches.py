@@ -95,12 +95,19 @@ class EpochStream:
     def __init__(self, loader, per_epoch: int | None = None) -> None:
         self.loader, self.per_epoch = loader, per_epoch
         self._taken: int | None = None  # batches read from the current epoch; None: no epoch
+        self.epochs_done = 0  # epochs read to their end (or to the cap)
+
+    def epoch_full(self) -> bool:
+        """True when the current epoch has given all it will give (the next ``next`` starts a
+        new one) under the cap; epochs without a cap end only when their loader says so."""
+        return self._taken is not None and self.per_epoch is not None and self._taken >= self.per_epoch
 
     def next(self):
         for _ in range(2):
-            if self._taken is not None and self.per_epoch is not None and self._taken >= self.per_epoch:
+            if self.epoch_full():
                 finish_epoch(self.loader)
                 self._taken = None
+                self.epochs_done += 1
             if self._taken is None:
                 iter(self.loader)  # starts one epoch (the only iter() call per epoch)
                 self._taken = 0
@@ -109,6 +116,7 @@ class EpochStream:
             except StopIteration:
                 empty = self._taken == 0
                 self._taken = None
+                self.epochs_done += 0 if empty else 1
                 if empty:
                     break
                 continue

@@ -101,7 +101,12 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                         EpochStream(negatives)))
     t_start, history = time.perf_counter(), []
     wait_s = compute_s = loss_sum = 0.0
-    while step < args.max_steps:
+    first = streams[0][1]
+
+    def epochs_left() -> bool:  # max_epochs counts the first supervision type's epochs
+        return not args.max_epochs or first.epochs_done + first.epoch_full() < args.max_epochs
+
+    while step < args.max_steps and epochs_left():
         t0 = time.perf_counter()
         batches = [(sup, train.next(), negatives.next()) for sup, train, negatives in streams]
         t1 = time.perf_counter()
@@ -119,7 +124,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                      loss_sum / args.log_every_steps, args.log_every_steps / total, wait_s / total)
         if step % args.log_every_steps == 0:
             wait_s = compute_s = loss_sum = 0.0
-        if step % args.val_every_steps == 0 or step >= args.max_steps:
+        if step % args.val_every_steps == 0 or step >= args.max_steps or not epochs_left():
             result = evaluate_all(model, job, args, "val", popularity)
             history.append({"step": step, **result})
             if rank == 0:

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]
 
 TRAINER_ARGS = {"num_neighbors": [5, 3], "batch_size": 16, "num_random_negatives": 32,
-                "max_steps": 20, "val_every_steps": 20, "log_every_steps": 10,
+                "max_steps": 1000, "max_epochs": 1, "val_every_steps": 1000, "log_every_steps": 10,
                 "eval_candidates": 50, "hidden_dim": 16, "out_dim": 16}
 
 
@@ -70,7 +70,11 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     assert "top-5 of embeddings_item for user" in out
     assert len([line for line in out.splitlines() if "score" in line]) == 5
     frozen = yaml.safe_load((run / "config" / "task.yaml").read_text())
-    assert frozen["trainerConfig"]["trainerArgs"]["max_steps"] == 20
+    assert frozen["trainerConfig"]["trainerArgs"]["max_epochs"] == 1
+    metrics = json.loads((run / "checkpoint" / "metrics.json").read_text())
+    # one epoch: every rank's full batches of ~1 000 training pairs / 2 ranks / 16 per batch
+    assert 5 <= metrics["steps"] <= 60, metrics["steps"]
+    assert [h["step"] for h in metrics["val_history"]] == [metrics["steps"]]
 
     # resume at export: earlier stages are not redone, the rows stay exactly once
     ckpt = run / "checkpoint" / "model.pt"

@@ -141,3 +141,18 @@ def test_epoch_stream_without_cap_runs_each_epoch_out_and_rejects_empty_loaders(
     assert [stream.next()[0] for _ in range(7)] == [1, 1, 1, 2, 2, 2, 3]
     with pytest.raises(RuntimeFailure, match="yields no batches"):
         EpochStream(_FakeLoader([0])).next()
+
+
+def test_epoch_stream_counts_finished_epochs():
+    from graphstore.training.batches import EpochStream
+
+    capped = EpochStream(_FakeLoader([5]), per_epoch=2)
+    for _ in range(4):
+        capped.next()
+    assert capped.epochs_done == 1 and capped.epoch_full()  # the second epoch is at its cap
+    capped.next()
+    assert capped.epochs_done == 2 and not capped.epoch_full()
+    open_ended = EpochStream(_FakeLoader([2]))
+    for _ in range(3):
+        open_ended.next()
+    assert open_ended.epochs_done == 1
