@@ -10,8 +10,8 @@ Per worker (``_worker``), in this order:
   2. steps: for every supervision type, the model on its ABLP batch (anchors, positives; the
      edges joining each pair left out of message passing) and on its negative batch; retrieval (or
      BPR) loss with accidental hits removed, summed over types; DDP all-reduces gradients; AdamW;
-  3. every ``val_every_steps`` and at the end: MRR / hits@k per supervision type on val (test at
-     the end), graphstore.training.evaluation;
+  3. every ``val_every_steps``: MRR / hits@k per supervision type on val; at the end, on test
+     (graphstore.training.evaluation);
   4. rank 0 writes ``<run-dir>/checkpoint/model.pt`` (weights, model config, step, optimizer,
      training fan-out, schema version) and ``metrics.json``; a run that finds a checkpoint
      resumes from its step;
@@ -124,7 +124,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                      loss_sum / args.log_every_steps, args.log_every_steps / total, wait_s / total)
         if step % args.log_every_steps == 0:
             wait_s = compute_s = loss_sum = 0.0
-        if step % args.val_every_steps == 0 or step >= args.max_steps or not epochs_left():
+        if step % args.val_every_steps == 0:  # the end evaluates test, not val again
             result = evaluate_all(model, job, args, "val", popularity)
             history.append({"step": step, **result})
             if rank == 0:

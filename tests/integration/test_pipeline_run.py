@@ -74,7 +74,7 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     metrics = json.loads((run / "checkpoint" / "metrics.json").read_text())
     # one epoch: every rank's full batches of ~1 000 training pairs / 2 ranks / 16 per batch
     assert 5 <= metrics["steps"] <= 60, metrics["steps"]
-    assert [h["step"] for h in metrics["val_history"]] == [metrics["steps"]]
+    assert metrics["val_history"] == [] and metrics["test"]["model"]["count"] > 0
 
     # resume at export: earlier stages are not redone, the rows stay exactly once
     ckpt = run / "checkpoint" / "model.pt"
