@@ -16,7 +16,6 @@ This module imports neither torch nor GLT.
 from __future__ import annotations
 
 import json
-import tempfile
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure
@@ -45,9 +44,7 @@ def read_success(run_dir: str, node_type: str) -> dict:
     if not uris.exists(uri):
         raise RuntimeFailure(f"no complete embeddings for node type {node_type!r}: {uri} is missing "
                              "(run the infer stage; a failed or interrupted run leaves no marker)")
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(uris.localize(uri, tmp)) as fh:
-            marker = json.load(fh)
+    marker = json.loads(uris.read_text(uri))
     if marker.get("schema_version") != SCHEMA_VERSION:
         raise RuntimeFailure(f"{uri}: schema_version {marker.get('schema_version')!r}, this version "
                              f"reads {SCHEMA_VERSION}; rerun the infer stage")

@@ -81,6 +81,22 @@ def write_text(uri: str, text: str) -> None:
     _client().bucket(bucket).blob(key).upload_from_string(text.encode())
 
 
+def read_text(uri: str) -> str:
+    """The text of a small local file or GCS object; InputDataError naming a missing one."""
+    if not is_gcs(uri):
+        if not os.path.isfile(uri):
+            raise InputDataError(f"input file not found: {uri}")
+        with open(uri) as fh:
+            return fh.read()
+    from google.api_core import exceptions as gexc
+
+    bucket, key = split_gcs(uri)
+    try:
+        return _client().bucket(bucket).blob(key).download_as_text()
+    except gexc.NotFound as exc:
+        raise InputDataError(f"input object not found: {uri} ({exc.message})") from None
+
+
 def put_file(local_path: str, uri: str) -> None:
     """Copy a local file to ``uri``; a reader of ``uri`` never sees part of it (local: copy to a
     temporary name beside it, then rename; GCS: an object upload is atomic)."""

@@ -84,15 +84,15 @@ def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
     run_id = run_id or new_run_id(now)
     values = {"run_id": run_id, "run_date": now.strftime("%Y-%m-%d"), "run_time": now.strftime("%H%M%S")}
     run_dir = uris.join(run_root, run_id)
+    texts = [resolve_placeholders(text, values) for text in (task_yaml, resource_yaml)]
     with tempfile.TemporaryDirectory(prefix="config-") as tmp:  # validate before writing
         local = [os.path.join(tmp, "task.yaml"), os.path.join(tmp, "resource.yaml")]
-        for path, text in zip(local, (task_yaml, resource_yaml)):
+        for path, text in zip(local, texts):
             with open(path, "w") as fh:
-                fh.write(resolve_placeholders(text, values))
+                fh.write(text)
         task, _ = load_config_pair(*local)
-        for path, uri in zip(local, config_paths(run_dir)):
-            with open(path) as fh:
-                uris.write_text(uri, fh.read())
+    for uri, text in zip(config_paths(run_dir), texts):
+        uris.write_text(uri, text)
     uris.write_text(uris.join(run_dir, "config", "run.json"),
                     json.dumps({**values, "started_at": now.isoformat(timespec="seconds")}, indent=1))
     node_types = list(task.inferencer.node_types) if task.inferencer else []
@@ -160,10 +160,8 @@ def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
                 raise GraphstoreError(str(exc)) from None
             record.update(processes=len(result.processes))
         if stage == "train":
-            with tempfile.TemporaryDirectory() as tmp:
-                metrics_path = uris.localize(uris.join(run_dir, "checkpoint", "metrics.json"), tmp)
-                with open(metrics_path) as fh:
-                    record["metrics"] = json.load(fh).get("test", {})
+            metrics = json.loads(uris.read_text(uris.join(run_dir, "checkpoint", "metrics.json")))
+            record["metrics"] = metrics.get("test", {})
     return record
 
 
