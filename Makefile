@@ -4,16 +4,20 @@
 PY := .venv/bin/python
 RUN_ROOT := runs
 
-.PHONY: setup demo test test-unit bench wheels
+.PHONY: setup emulators demo test test-unit bench wheels
 setup:
 	@scripts/setup_venv.sh
+
+# the GCS and BigQuery emulators the tests start, in their own environment (.venv-emulators)
+emulators:
+	@scripts/setup_emulators.sh
 
 demo: setup
 	$(PY) -m graphstore.datagen --size small --output .data/default --overwrite
 	$(PY) -m pipeline run --task-config configs/task_hetero.yaml \
 	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp
 
-test: setup
+test: setup emulators
 	$(PY) -m pytest -q --timeout=900
 
 test-unit: setup

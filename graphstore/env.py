@@ -252,3 +252,17 @@ def _job_name(job: Any) -> str:
         name = job.get("displayName", job.get("display_name", ""))
         return name if isinstance(name, str) else ""
     return ""
+
+
+STORAGE_EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
+BIGQUERY_EMULATOR_HOST = "BIGQUERY_EMULATOR_HOST"
+
+
+def emulator_hosts(environ: Mapping[str, str]) -> dict[str, str]:
+    """The local stand-ins to use instead of Google Cloud, by service (``"storage"``,
+    ``"bigquery"``): ``STORAGE_EMULATOR_HOST`` (also read by google-cloud-storage itself) and
+    ``BIGQUERY_EMULATOR_HOST`` (``http://host:port`` of a BigQuery REST emulator). Unset or empty
+    variables are left out; production runs set neither."""
+    hosts = {"storage": environ.get(STORAGE_EMULATOR_HOST, "").strip(),
+             "bigquery": environ.get(BIGQUERY_EMULATOR_HOST, "").strip()}
+    return {k: v if "://" in v else f"http://{v}" for k, v in hosts.items() if v}

@@ -22,6 +22,8 @@ Call ``shutdown()`` on every loader before ``shutdown_compute_process()``.
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from typing import Any
 
@@ -41,6 +43,8 @@ from graphstore.errors import UsageError
 from graphstore.remote_dataset import RemoteDistDataset, edge_type_key
 
 CPU = torch.device("cpu")
+
+log = logging.getLogger(__name__)
 
 
 class _LabeledEdgeInput(EdgeSamplerInput):
@@ -135,7 +139,11 @@ def _start(loader: DistLoader, dataset, inputs: list, config: SamplingConfig, ki
         DistLoader.__init__(loader, dataset.glt, only, config, CPU, _colocated_options())
         return
     options = _remote_options(dataset, kind, num_workers, worker_concurrency, prefetch_size)
+    t0 = time.perf_counter()
     _in_rank_order(lambda: DistLoader.__init__(loader, None, inputs, config, CPU, options))
+    if dataset._proc.rank == 0:  # creation starts sampling processes on every server: seconds
+        log.info("%s loader ready on %d storage servers in %.1fs", kind, dataset.num_storage,
+                 time.perf_counter() - t0)
 
 
 def _check_dataset(dataset, who: str) -> None:

@@ -8,11 +8,12 @@ Cloud Storage goes through the official ``google-cloud-storage`` client, importe
 Invariants:
 - "Trees" are prefixes: ``upload_tree(local, "gs://b/run/shards")`` writes ``gs://b/run/shards/<rel>``
   for every file under ``local``; ``remove_tree`` deletes every object under that prefix + ``/``.
-- Nothing here reads the environment except the Google client itself.
+- The client comes from graphstore.gcp (the emulator's when ``STORAGE_EMULATOR_HOST`` is set).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -54,12 +55,42 @@ def split_gcs(uri: str) -> tuple[str, str]:
 
 
 def _client() -> "storage.Client":
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
+    from graphstore.gcp import storage_client
 
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        return storage.Client(project="local-emulator", credentials=AnonymousCredentials())
-    return storage.Client()
+    return storage_client()
+
+
+def _retry():
+    """Retry policy for every call, uploads included: our writes put whole objects with contents
+    fixed by their inputs, so repeating one after a transient error is safe (the library retries
+    uploads only when a generation precondition is given)."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return DEFAULT_RETRY
+
+
+@contextlib.contextmanager
+def _gcs_errors(uri: str, action: str) -> Iterator[None]:
+    """Turn the client's errors into ours, naming the URI: a missing object or bucket is an
+    InputDataError (what to fix), anything else a RuntimeFailure."""
+    from google.api_core import exceptions as gexc
+
+    try:
+        yield
+    except gexc.NotFound:
+        bucket, _ = split_gcs(uri)
+        try:
+            have_bucket = _client().bucket(bucket).exists()
+        except gexc.GoogleAPIError:
+            have_bucket = True  # unknown: report the object
+        if not have_bucket:
+            raise InputDataError(f"{action} {uri}: bucket {bucket} does not exist (or this "
+                                 "account cannot see it)") from None
+        raise InputDataError(f"{action} {uri}: object not found") from None
+    except gexc.Forbidden as exc:
+        raise RuntimeFailure(f"{action} {uri}: permission denied ({exc.message})") from None
+    except gexc.GoogleAPIError as exc:
+        raise RuntimeFailure(f"{action} {uri} failed: {exc}") from exc
 
 
 def exists(uri: str) -> bool:
@@ -67,7 +98,8 @@ def exists(uri: str) -> bool:
     if not is_gcs(uri):
         return os.path.exists(uri)
     bucket, key = split_gcs(uri)
-    return _client().bucket(bucket).blob(key).exists()
+    with _gcs_errors(uri, "checking"):
+        return _client().bucket(bucket).blob(key).exists(retry=_retry())
 
 
 def write_text(uri: str, text: str) -> None:
@@ -78,7 +110,8 @@ def write_text(uri: str, text: str) -> None:
             fh.write(text)
         return
     bucket, key = split_gcs(uri)
-    _client().bucket(bucket).blob(key).upload_from_string(text.encode())
+    with _gcs_errors(uri, "writing"):
+        _client().bucket(bucket).blob(key).upload_from_string(text.encode(), retry=_retry())
 
 
 def read_text(uri: str) -> str:
@@ -88,13 +121,9 @@ def read_text(uri: str) -> str:
             raise InputDataError(f"input file not found: {uri}")
         with open(uri) as fh:
             return fh.read()
-    from google.api_core import exceptions as gexc
-
     bucket, key = split_gcs(uri)
-    try:
-        return _client().bucket(bucket).blob(key).download_as_text()
-    except gexc.NotFound as exc:
-        raise InputDataError(f"input object not found: {uri} ({exc.message})") from None
+    with _gcs_errors(uri, "reading"):
+        return _client().bucket(bucket).blob(key).download_as_text(retry=_retry())
 
 
 def put_file(local_path: str, uri: str) -> None:
@@ -107,10 +136,8 @@ def put_file(local_path: str, uri: str) -> None:
         os.replace(tmp, uri)
         return
     bucket, key = split_gcs(uri)
-    try:
-        _client().bucket(bucket).blob(key).upload_from_filename(local_path)
-    except Exception as exc:  # noqa: BLE001 - reported with the object name
-        raise RuntimeFailure(f"upload of {uri} failed: {exc}") from exc
+    with _gcs_errors(uri, "uploading"):  # files over 8 MiB go up in chunks (resumable upload)
+        _client().bucket(bucket).blob(key).upload_from_filename(local_path, retry=_retry())
 
 
 def list_names(uri: str) -> list[str]:
@@ -121,8 +148,9 @@ def list_names(uri: str) -> list[str]:
         return sorted(n for n in os.listdir(uri) if os.path.isfile(os.path.join(uri, n)))
     bucket, prefix = split_gcs(uri)
     prefix = prefix.rstrip("/") + "/" if prefix else ""
-    blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/")
-    return sorted(b.name[len(prefix):] for b in blobs)
+    with _gcs_errors(uri, "listing"):
+        blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/", retry=_retry())
+        return sorted(b.name[len(prefix):] for b in blobs)
 
 
 def localize(uri: str, workdir: str) -> str:
@@ -134,15 +162,11 @@ def localize(uri: str, workdir: str) -> str:
         if not os.path.isfile(uri):
             raise InputDataError(f"input file not found: {uri}")
         return uri
-    from google.api_core import exceptions as gexc
-
     bucket, key = split_gcs(uri)
     dest = os.path.join(workdir, "gcs", bucket, key)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    try:
-        _client().bucket(bucket).blob(key).download_to_filename(dest)
-    except gexc.NotFound as exc:
-        raise InputDataError(f"input object not found: {uri} ({exc.message})") from None
+    with _gcs_errors(uri, "downloading"):  # streamed to the file in chunks
+        _client().bucket(bucket).blob(key).download_to_filename(dest, retry=_retry())
     return dest
 
 
@@ -164,10 +188,8 @@ def upload_tree(local_dir: str, uri: str, *, last: tuple[str, ...] = ()) -> None
     rels = [r for r in iter_files(local_dir) if r not in last] + [r for r in last]
     for rel in rels:
         key = f"{prefix.rstrip('/')}/{rel}" if prefix else rel
-        try:
-            bucket.blob(key).upload_from_filename(os.path.join(local_dir, rel))
-        except Exception as exc:  # noqa: BLE001 - reported with the object name
-            raise RuntimeFailure(f"upload of gs://{bucket_name}/{key} failed: {exc}") from exc
+        with _gcs_errors(f"gs://{bucket_name}/{key}", "uploading"):
+            bucket.blob(key).upload_from_filename(os.path.join(local_dir, rel), retry=_retry())
 
 
 def remove_tree(uri: str) -> None:
@@ -178,8 +200,9 @@ def remove_tree(uri: str) -> None:
     client = _client()
     bucket_name, prefix = split_gcs(uri)
     prefix = prefix.rstrip("/") + "/" if prefix else ""
-    for blob in client.list_blobs(bucket_name, prefix=prefix):
-        blob.delete()
+    with _gcs_errors(uri, "deleting"):
+        for blob in client.list_blobs(bucket_name, prefix=prefix, retry=_retry()):
+            blob.delete(retry=_retry())
 
 
 def remove_file(uri: str) -> None:
@@ -193,10 +216,12 @@ def remove_file(uri: str) -> None:
     from google.api_core import exceptions as gexc
 
     bucket, key = split_gcs(uri)
-    try:
-        _client().bucket(bucket).blob(key).delete()
-    except gexc.NotFound:
-        pass
+    with _gcs_errors(uri, "deleting"):
+        try:
+            _client().bucket(bucket).blob(key).delete(retry=_retry())
+        except gexc.NotFound:
+            if not _client().bucket(bucket).exists():
+                raise
 
 
 def download_tree(uri: str, local_dir: str) -> None:
@@ -204,7 +229,8 @@ def download_tree(uri: str, local_dir: str) -> None:
     client = _client()
     bucket_name, prefix = split_gcs(uri)
     prefix = prefix.rstrip("/") + "/" if prefix else ""
-    for blob in client.list_blobs(bucket_name, prefix=prefix):
-        dest = os.path.join(local_dir, blob.name[len(prefix):])
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        blob.download_to_filename(dest)
+    with _gcs_errors(uri, "downloading"):
+        for blob in client.list_blobs(bucket_name, prefix=prefix, retry=_retry()):
+            dest = os.path.join(local_dir, blob.name[len(prefix):])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            blob.download_to_filename(dest, retry=_retry())

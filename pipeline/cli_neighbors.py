@@ -4,7 +4,9 @@
         [--among item] [--metric dot|cosine] [--run-id ID] [--run-dir D]
 
 Reads the newest run (the ``<table>_latest`` view) unless ``--run-id`` is given; ``--among``
-searches another node type's table (e.g. items for a user). The local warehouse is
+searches another node type's table (e.g. items for a user). The warehouse is the one
+``exportConfig`` names: BigQuery (``bigqueryProject``/``bigqueryDataset``; give
+``--resource-config`` when the project is only there), or the local one in
 ``exportConfig.localWarehouseUri``, else ``warehouse/`` beside ``--run-dir`` (default ``runs/x``,
 i.e. ``runs/warehouse``).
 """
@@ -16,6 +18,8 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task-config", required=True, help="task config YAML (exportConfig)")
+    parser.add_argument("--resource-config",
+                        help="resource config YAML (its project, for BigQuery without bigqueryProject)")
     parser.add_argument("--node-type", required=True)
     parser.add_argument("--node-id", required=True, help="the raw id of the node")
     parser.add_argument("--k", type=int, default=10)
@@ -27,19 +31,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphstore.config import load_task_config
+    from graphstore.config import load_config_pair, load_task_config
     from graphstore.errors import UsageError
-    from graphstore.export import local_warehouse_folder
-    from graphstore.export.local_warehouse import LocalWarehouse
+    from graphstore.export import open_warehouse
     from graphstore.export.names import table_name
 
-    task = load_task_config(args.task_config)
-    if task.export.warehouse != "local":
-        raise UsageError("neighbors reads the local warehouse; for BigQuery use the SQL in the "
-                         "README (exportConfig.warehouse is 'bigquery')")
+    project = None
+    if args.resource_config:
+        task, res = load_config_pair(args.task_config, args.resource_config)
+        project = res.shared.project
+    else:
+        task = load_task_config(args.task_config)
     if args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
-    warehouse = LocalWarehouse(local_warehouse_folder(task, args.run_dir))
+    warehouse = open_warehouse(task, args.run_dir, project)
     prefix = task.export.table_prefix
     among = table_name(prefix, args.among) if args.among else None
     rows = warehouse.neighbors(table_name(prefix, args.node_type), args.node_id, args.k,

@@ -70,16 +70,15 @@ def _summary(run_dir: str, stages: tuple[str, ...], seconds: float) -> list[str]
     return lines
 
 
-def _neighbours(run_dir: str, task) -> list[str]:
+def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
     """Top-5 neighbours of the first node of the first exported type (from the warehouse)."""
-    from graphstore.export import local_warehouse_folder
-    from graphstore.export.local_warehouse import LocalWarehouse
+    from graphstore.export import open_warehouse
     from graphstore.export.names import table_name
 
-    if task.inferencer is None or task.export.warehouse != "local":
+    if task.inferencer is None:
         return []
     node_type = task.inferencer.node_types[0]
-    warehouse = LocalWarehouse(local_warehouse_folder(task, run_dir))
+    warehouse = open_warehouse(task, run_dir, project)
     table = table_name(task.export.table_prefix, node_type)
     run_id = os.path.basename(run_dir)
     first = warehouse.first_node_id(table, run_id)
@@ -135,5 +134,5 @@ def run(args: argparse.Namespace) -> int:
                              f"{r['stage']}):\n{tail}") from None
     print("\n".join(_summary(run_dir, stages, time.perf_counter() - t0)), flush=True)
     if "export" in stages:
-        print("\n".join(_neighbours(run_dir, task)), flush=True)
+        print("\n".join(_neighbours(run_dir, task, res.shared.project)), flush=True)
     return 0

@@ -169,9 +169,9 @@ def run_export(run_dir: str, node_type: str) -> dict:
     """One node type into the warehouse (graphstore.export)."""
     from graphstore.export import export_run
 
-    task, _ = load_frozen(run_dir)
+    task, res = load_frozen(run_dir)
     with recorded(run_dir, "export", name=f"export-{node_type}") as record:
-        (done,) = export_run(task, run_dir, node_types=[node_type])
+        (done,) = export_run(task, run_dir, node_types=[node_type], project=res.shared.project)
         record.update(node_type=node_type, rows=done.rows, table=done.table, where=done.where)
     return record
 

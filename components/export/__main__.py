@@ -18,7 +18,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m components.export",
                                      description="Load embeddings into the warehouse.")
     parser.add_argument("--task-config", required=True, help="task config YAML")
-    parser.add_argument("--resource-config", help="accepted for symmetry with the other stages")
+    parser.add_argument("--resource-config",
+                        help="resource config YAML (its common_compute_config.project is BigQuery's "
+                             "project when exportConfig.bigqueryProject is not set)")
     parser.add_argument("--run-dir", required=True, help="run folder (local path or gs:// prefix)")
     parser.add_argument("--run-id", help="run id stored with the rows (default: run folder name)")
     parser.add_argument("--node-type", action="append", dest="node_types",
@@ -27,11 +29,17 @@ def main() -> int:
                         help="override a task config value (dotted path)")
     args = parser.parse_args()
     setup_logging("export")
-    from graphstore.config import load_task_config
+    from graphstore.config import load_config_pair, load_task_config
     from graphstore.export import export_run
 
-    task = load_task_config(args.task_config, args.set)
-    for done in export_run(task, args.run_dir, run_id=args.run_id, node_types=args.node_types):
+    project = None
+    if args.resource_config:
+        task, res = load_config_pair(args.task_config, args.resource_config, args.set)
+        project = res.shared.project
+    else:
+        task = load_task_config(args.task_config, args.set)
+    for done in export_run(task, args.run_dir, run_id=args.run_id, node_types=args.node_types,
+                           project=project):
         print(f"export: {done.node_type}: {done.rows} rows -> {done.table} in {done.where}")
     return 0
 

@@ -5,7 +5,9 @@ For each node type (default: ``inferencerConfig.nodeTypes``), in that order:
      table-schema Parquet file ``<run-dir>/export/<node_type>/rows.parquet`` (local run folders;
      a temporary folder for gs:// ones);
   2. the warehouse loads it as the rows of ``run_id``, replacing that run's earlier rows in one
-     step (local: graphstore.export.local_warehouse; BigQuery: not built yet, see the README);
+     step (local: graphstore.export.local_warehouse; BigQuery: graphstore.export.bigquery_warehouse,
+     a load job from ``<run-dir>/export/<node_type>/rows.parquet`` on gs:// when the run folder
+     is there, else from the local file);
   3. the loaded count is checked against the marker's and reported.
 A node type that fails stops the stage; node types already loaded stay loaded (each is complete).
 This package imports neither torch nor GLT (the pipeline process runs it).
@@ -23,6 +25,7 @@ from typing import Sequence
 from graphstore import uris
 from graphstore.config import TaskConfig
 from graphstore.errors import UsageError
+from graphstore.export.bigquery_warehouse import BigQueryWarehouse
 from graphstore.export.local_warehouse import LocalWarehouse
 from graphstore.export.names import check_run_id, table_name
 from graphstore.export.rows import build_rows
@@ -53,18 +56,31 @@ def local_warehouse_folder(task: TaskConfig, run_dir: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(run_dir.rstrip("/"))), "warehouse")
 
 
+def open_warehouse(task: TaskConfig, run_dir: str,
+                   project: str | None = None) -> LocalWarehouse | BigQueryWarehouse:
+    """The warehouse ``exportConfig`` names. BigQuery's project: ``exportConfig.bigqueryProject``,
+    else ``project`` (the resource config's ``common_compute_config.project``)."""
+    cfg = task.export
+    if cfg.warehouse == "local":
+        return LocalWarehouse(local_warehouse_folder(task, run_dir))
+    project = cfg.bigquery_project or project
+    if not project or not cfg.bigquery_dataset:
+        raise UsageError("exportConfig: warehouse 'bigquery' needs bigqueryDataset and a project "
+                         "(bigqueryProject or the resource config's common_compute_config.project)")
+    return BigQueryWarehouse(project, cfg.bigquery_dataset)
+
+
 def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
-               node_types: Sequence[str] | None = None) -> list[Exported]:
-    """Export every node type (see module docs); returns one entry per node type, in order."""
+               node_types: Sequence[str] | None = None, project: str | None = None,
+               before_swap=None) -> list[Exported]:
+    """Export every node type (see module docs); returns one entry per node type, in order.
+    ``before_swap(node_type)`` is a test hook run between staging and the swap."""
     run_id = check_run_id(run_id or default_run_id(run_dir))
     if task.inferencer is None and not node_types:
         raise UsageError("no node types to export: give --node-type or an inferencerConfig")
     types = list(node_types or task.inferencer.node_types)
     cfg = task.export
-    if cfg.warehouse != "local":
-        raise UsageError("exportConfig.warehouse: bigquery export is not built yet; use 'local' "
-                         "(see the README's status section)")
-    warehouse = LocalWarehouse(local_warehouse_folder(task, run_dir))
+    warehouse = open_warehouse(task, run_dir, project)
     done = []
     with tempfile.TemporaryDirectory(prefix="export-") as tmp:
         for node_type in types:
@@ -74,7 +90,16 @@ def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
                       else os.path.join(run_dir, "export", node_type))
             rows = build_rows(run_dir, node_type, run_id=run_id, model_version=cfg.model_version,
                               out_path=os.path.join(folder, "rows.parquet"))
-            loaded = warehouse.load_run(table, rows, run_id)
+            hook = None if before_swap is None else (lambda nt=node_type: before_swap(nt))
+            if isinstance(warehouse, BigQueryWarehouse):
+                source = None
+                if uris.is_gcs(run_dir):  # the production path: a load job reading gs://
+                    source = uris.join(run_dir, "export", node_type, "rows.parquet")
+                    uris.put_file(rows.path, source)
+                loaded = warehouse.load_run(table, rows, run_id, source_uri=source,
+                                            before_swap=hook)
+            else:
+                loaded = warehouse.load_run(table, rows, run_id, before_swap=hook)
             log.info("export %s: %d rows (dim %d) -> %s table %s, run %s, in %.1f s", node_type,
                      loaded, rows.dim, warehouse.path, table, run_id, time.perf_counter() - t0)
             done.append(Exported(node_type=node_type, table=table, rows=loaded,

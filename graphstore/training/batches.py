@@ -88,8 +88,7 @@ class EpochStream:
 
     ``per_epoch`` caps an epoch at the batch count every rank has (DDP steps in lockstep); the
     unread rest of a capped epoch is read with :func:`finish_epoch` before the next one starts.
-    None: every batch of every epoch (random negatives). ``close()`` reads the rest of the current
-    epoch and shuts the loader down.
+    None: every batch of every epoch (random negatives). ``close()`` shuts the loader down.
     """
 
     def __init__(self, loader, per_epoch: int | None = None) -> None:
@@ -128,7 +127,8 @@ class EpochStream:
                              "or smaller than one batch on every storage rank")
 
     def close(self) -> None:
-        if self._taken is not None:
-            finish_epoch(self.loader)
-            self._taken = None
+        """Shut the loader down without reading the rest of the epoch (that could be most of an
+        epoch of a large graph): the server stops its sampling workers (GLT joins each for up to
+        5 s, then terminates it) and drops the unread samples."""
+        self._taken = None
         self.loader.shutdown()

@@ -1,11 +1,11 @@
 """Ranking evaluation of one supervision type (protocol: graphstore.training.metrics).
 
 Candidates: the same ~``eval_candidates`` label nodes for every pair (slice 0 of every storage
-rank's label ids; colocated: of every machine's partition, gathered from all ranks), embedded once; each (anchor, positive) pair of the split is ranked against
-them, filtered (a candidate that is a positive of the row's anchor in the batch is skipped). The
+rank's label ids; colocated: of every machine's partition, gathered from all ranks), embedded
+once per evaluation; each (anchor, positive) pair of the split is ranked against them, filtered (a candidate that is a positive of the row's anchor in the batch is skipped). The
 popularity baseline (training positives per label node) is scored under the same protocol. Sums
 are all-reduced, so every rank returns the same result. Loaders are created in the same order on
-every rank (a collective) and shut down before returning.
+every rank (a collective); ``Evaluator`` keeps them between evaluations.
 """
 
 from __future__ import annotations
@@ -19,45 +19,79 @@ from graphstore.training.batches import seed_count
 from graphstore.training.job import Job, Supervision
 
 
-def evaluate(model, job: Job, sup: Supervision, args: TrainerArgs, split: str,
-             popularity: torch.Tensor) -> dict:
-    """``{"model": metrics, "popularity": metrics, "candidates_per_pair": n}`` on ``split``."""
-    from graphstore import DistABLPLoader, DistNeighborLoader
+class Evaluator:
+    """Ranks every supervision type's pairs of a split; keeps its loaders between evaluations.
 
-    model.eval()
-    n_labels = job.meta["node_counts"][sup.label_type]
-    world = max(1, n_labels // args.eval_candidates)
-    cand_loader = DistNeighborLoader(job.ds, list(args.num_neighbors),
-                                     sup.node_input(sup.label_ids(rank=0, world=world)),
-                                     batch_size=1024)
-    loader = DistABLPLoader(job.ds, list(args.num_neighbors), sup.ablp_input(split),
-                            batch_size=args.batch_size, supervision_edge_type=sup.key)
-    with torch.no_grad():
-        embs, ids = [], []
-        for batch in cand_loader:
-            h, v = job.embed(model, batch)
-            k = seed_count(batch, sup.label_type, job.homo is not None)
-            embs.append(h[sup.label_type][:k])
-            ids.append(v.node_ids[sup.label_type][:k])
-        cand_emb = torch.cat(embs) if embs else torch.empty(0, args.out_dim)
-        cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
-        if job.colocated:  # each machine embedded its own partition's slice: share them
-            cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
-        sums, pop_sums = torch.zeros(5), torch.zeros(5)
-        for batch in loader:
-            a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
-            same = a_id[:, None] == a_id[None, :]
-            mask = (same[:, :, None] & (p_id[None, :, None] == cand_id[None, None, :])).any(1)
-            sums += M.metric_sums(M.ranks((a * p).sum(-1), a @ cand_emb.T, mask))
-            pop = popularity[cand_id][None, :].expand(len(p_id), -1)
-            pop_sums += M.metric_sums(M.ranks(popularity[p_id], pop, mask))
-    loader.shutdown()
-    cand_loader.shutdown()
-    dist.all_reduce(sums)
-    dist.all_reduce(pop_sums)
-    model.train()
-    return {"model": M.finalize(sums), "popularity": M.finalize(pop_sums),
-            "candidates_per_pair": int(cand_id.numel())}
+    Creating a graph-store loader starts sampling processes on every storage server (seconds
+    each), so each supervision type's candidate loader and each (type, split) pair loader is
+    created once, at its first use, and iterated again at the next evaluation (each evaluation
+    reads every batch, so the next ``iter()`` starts a clean epoch). Creation order is the same on
+    every rank (a collective). ``close()`` shuts them all down.
+    """
+
+    def __init__(self, job: Job, args: TrainerArgs, popularity: dict[str, torch.Tensor]) -> None:
+        self.job, self.args, self.popularity = job, args, popularity
+        self._candidates: dict[str, object] = {}
+        self._pairs: dict[tuple[str, str], object] = {}
+
+    def run(self, model, split: str) -> dict:
+        """Every supervision type's result under ``by_supervision_edge_type``; the first type's
+        result also at the top level (what single-type readers and the pipeline summary read)."""
+        results = {sup.key: self._one(model, sup, split) for sup in self.job.sups}
+        first = results[self.job.sups[0].key]
+        return {**first, "by_supervision_edge_type": results}
+
+    def close(self) -> None:
+        for loader in [*self._pairs.values(), *self._candidates.values()]:
+            loader.shutdown()
+        self._pairs.clear()
+        self._candidates.clear()
+
+    def _loaders(self, sup: Supervision, split: str):
+        from graphstore import DistABLPLoader, DistNeighborLoader
+
+        job, args = self.job, self.args
+        if sup.key not in self._candidates:
+            n_labels = job.meta["node_counts"][sup.label_type]
+            world = max(1, n_labels // args.eval_candidates)
+            self._candidates[sup.key] = DistNeighborLoader(
+                job.ds, list(args.num_neighbors),
+                sup.node_input(sup.label_ids(rank=0, world=world)), batch_size=1024)
+        if (sup.key, split) not in self._pairs:
+            self._pairs[sup.key, split] = DistABLPLoader(
+                job.ds, list(args.num_neighbors), sup.ablp_input(split),
+                batch_size=args.batch_size, supervision_edge_type=sup.key)
+        return self._candidates[sup.key], self._pairs[sup.key, split]
+
+    def _one(self, model, sup: Supervision, split: str) -> dict:
+        """``{"model": metrics, "popularity": metrics, "candidates_per_pair": n}`` on ``split``."""
+        job, args, popularity = self.job, self.args, self.popularity[sup.key]
+        cand_loader, loader = self._loaders(sup, split)
+        model.eval()
+        with torch.no_grad():
+            embs, ids = [], []
+            for batch in cand_loader:
+                h, v = job.embed(model, batch)
+                k = seed_count(batch, sup.label_type, job.homo is not None)
+                embs.append(h[sup.label_type][:k])
+                ids.append(v.node_ids[sup.label_type][:k])
+            cand_emb = torch.cat(embs) if embs else torch.empty(0, args.out_dim)
+            cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
+            if job.colocated:  # each machine embedded its own partition's slice: share them
+                cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
+            sums, pop_sums = torch.zeros(5), torch.zeros(5)
+            for batch in loader:
+                a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
+                same = a_id[:, None] == a_id[None, :]
+                mask = (same[:, :, None] & (p_id[None, :, None] == cand_id[None, None, :])).any(1)
+                sums += M.metric_sums(M.ranks((a * p).sum(-1), a @ cand_emb.T, mask))
+                pop = popularity[cand_id][None, :].expand(len(p_id), -1)
+                pop_sums += M.metric_sums(M.ranks(popularity[p_id], pop, mask))
+        dist.all_reduce(sums)
+        dist.all_reduce(pop_sums)
+        model.train()
+        return {"model": M.finalize(sums), "popularity": M.finalize(pop_sums),
+                "candidates_per_pair": int(cand_id.numel())}
 
 
 def _gather_candidates(emb: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,13 +122,3 @@ def _first_occurrence(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     first = torch.full((len(unique),), len(ids), dtype=torch.long)
     first.scatter_reduce_(0, inverse, torch.arange(len(ids)), reduce="amin")
     return unique, first
-
-
-def evaluate_all(model, job: Job, args: TrainerArgs, split: str,
-                 popularity: dict[str, torch.Tensor]) -> dict:
-    """Every supervision type's result under ``by_supervision_edge_type``; the first type's
-    result also at the top level (what single-type readers and the pipeline summary read)."""
-    results = {sup.key: evaluate(model, job, sup, args, split, popularity[sup.key])
-               for sup in job.sups}
-    first = results[job.sups[0].key]
-    return {**first, "by_supervision_edge_type": results}

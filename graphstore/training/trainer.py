@@ -6,11 +6,13 @@ destroy -> (colocated: build this machine's ``DistDataset``) -> spawn one worker
 Per worker (``_worker``), in this order:
   1. ``init_compute_process``; loaders are created in the same order on every rank (a collective):
      for each supervision edge type (manifest order) its train ABLP loader and its random-negative
-     loader (label node type); at evaluation time, per type, the candidate set and val/test ABLP;
+     loader (label node type); at the first evaluation of a split, per type, the candidate set
+     (once) and that split's ABLP loader, kept for later evaluations;
   2. steps: for every supervision type, the model on its ABLP batch (anchors, positives; the
      edges joining each pair left out of message passing) and on its negative batch; retrieval (or
      BPR) loss with accidental hits removed, summed over types; DDP all-reduces gradients; AdamW;
-  3. every ``val_every_steps``: MRR / hits@k per supervision type on val; at the end, on test
+  3. every ``val_every_steps`` before the last step: MRR / hits@k per supervision type on val;
+     at the end, on test
      (graphstore.training.evaluation);
   4. rank 0 writes ``<run-dir>/checkpoint/model.pt`` (weights, model config, step, optimizer,
      training fan-out, schema version) and ``metrics.json``; a run that finds a checkpoint
@@ -33,7 +35,7 @@ from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training.args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
-from graphstore.training.evaluation import evaluate_all
+from graphstore.training.evaluation import Evaluator
 from graphstore.training.job import Job, Supervision
 from graphstore.training.losses import accidental_hit_mask, bpr_loss, candidate_scores, retrieval_loss
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
@@ -99,6 +101,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                                        batch_size=args.num_random_negatives, shuffle=True)
         streams.append((sup, EpochStream(train, sup.steps_per_epoch(train_input, args.batch_size)),
                         EpochStream(negatives)))
+    evaluator = Evaluator(job, args, popularity)
     t_start, history = time.perf_counter(), []
     wait_s = compute_s = loss_sum = 0.0
     first = streams[0][1]
@@ -124,8 +127,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
                      loss_sum / args.log_every_steps, args.log_every_steps / total, wait_s / total)
         if step % args.log_every_steps == 0:
             wait_s = compute_s = loss_sum = 0.0
-        if step % args.val_every_steps == 0:  # the end evaluates test, not val again
-            result = evaluate_all(model, job, args, "val", popularity)
+        if step % args.val_every_steps == 0 and step < args.max_steps:  # the end scores test
+            result = evaluator.run(model, "val")
             history.append({"step": step, **result})
             if rank == 0:
                 for key, r in result["by_supervision_edge_type"].items():
@@ -135,7 +138,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     for _, train, negatives in streams:
         train.close()
         negatives.close()
-    test = evaluate_all(model, job, args, "test", popularity)
+    test = evaluator.run(model, "test")
+    evaluator.close()
     if rank == 0:
         summary = {"steps": step, "seconds": round(time.perf_counter() - t_start, 1),
                    "val_history": history, "test": test,

@@ -128,8 +128,8 @@ def test_epoch_stream_caps_epochs_and_reads_the_rest_before_the_next():
     got = [stream.next() for _ in range(5)]
     assert [epoch for epoch, _ in got] == [1, 1, 2, 2, 3]
     assert loader.epochs_started == 3 and loader.left == 4
-    stream.close()
-    assert loader.left == 0 and loader.shut
+    stream.close()  # shuts down without reading the rest of the epoch (no new epoch either)
+    assert loader.left == 4 and loader.shut and loader.epochs_started == 3
 
 
 def test_epoch_stream_without_cap_runs_each_epoch_out_and_rejects_empty_loaders():
