@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
@@ -49,7 +50,10 @@ class StageContext:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "StageContext":
-        task, resources = load_config_pair(args.task_config, args.resource_config)
+        """Configs may be local files or gs:// objects (Vertex passes the run's frozen ones)."""
+        with tempfile.TemporaryDirectory(prefix="config-") as tmp:
+            task, resources = load_config_pair(uris.localize(args.task_config, tmp),
+                                               uris.localize(args.resource_config, tmp))
         return cls(task=task, resources=resources, stage=args.stage, run_dir=args.run_dir)
 
     @classmethod

@@ -103,11 +103,14 @@ def exists(uri: str) -> bool:
 
 
 def write_text(uri: str, text: str) -> None:
-    """Write a small text file (local, parents created) or GCS object."""
+    """Write a small text file (local: parents created, written to a temporary name and renamed,
+    so a reader never sees part of it) or GCS object (an upload is atomic)."""
     if not is_gcs(uri):
         os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
-        with open(uri, "w") as fh:
+        tmp = f"{uri}.tmp{os.getpid()}"
+        with open(tmp, "w") as fh:
             fh.write(text)
+        os.replace(tmp, uri)
         return
     bucket, key = split_gcs(uri)
     with _gcs_errors(uri, "writing"):

@@ -5,7 +5,8 @@
 
 Executes the same pipeline function that ``compile`` writes for Vertex AI (pipeline/dag.py)
 through KFP's local SubprocessRunner: same stages, same order; graph-store stages run on the local
-launcher; export goes to the embedded warehouse. Every run gets a folder ``<run-root>/<run-id>``;
+launcher; export goes to the warehouse ``exportConfig`` names. Every run gets a folder
+``<run-root>/<run-id>`` (``--run-root`` may be ``gs://bucket/prefix``);
 ``--start-at`` with the ``--run-id`` of an earlier run resumes it without redoing earlier stages.
 At the end: seconds per stage, where the outputs are, and the top-5 neighbours of one node read
 back from the warehouse. Exit 0, 2 (bad configs or arguments) or 1 (a stage failed: its name
@@ -18,8 +19,10 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import time
 
+from graphstore import uris
 from graphstore.errors import RuntimeFailure, UsageError
 
 
@@ -28,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--task-config", required=True, help="task config YAML")
     parser.add_argument("--resource-config", required=True, help="resource config YAML (local)")
-    parser.add_argument("--run-root", default="runs", help="folder holding one folder per run "
-                        "(default: runs)")
+    parser.add_argument("--run-root", default="runs", help="folder or gs:// prefix holding one "
+                        "folder per run (default: runs)")
     parser.add_argument("--run-id", help="run id (default: the UTC time, e.g. 20261129T031500Z); "
                         "give an earlier run's id with --start-at to resume it")
     parser.add_argument("--start-at", default=STAGES[0], choices=STAGES)
@@ -42,18 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
     """A run that starts after ``partition`` must find the earlier stages' outputs."""
+    from graphstore import uris
+
     needs = {"train": "shards/manifest.json", "infer": "checkpoint/model.pt",
-             "export": "embeddings"}
+             "export": "config/task.yaml"}
     need = needs.get(stages[0])
-    if need and not os.path.exists(os.path.join(run_dir, need)):
-        raise UsageError(f"--start-at {stages[0]} needs {os.path.join(run_dir, need)} from an "
+    if need and not uris.exists(uris.join(run_dir, need)):
+        raise UsageError(f"--start-at {stages[0]} needs {uris.join(run_dir, need)} from an "
                          "earlier run: give that run's --run-id (and --run-root)")
 
 
 def _summary(run_dir: str, stages: tuple[str, ...], seconds: float) -> list[str]:
     from pipeline.stages import read_records
 
-    lines = [f"run {os.path.basename(run_dir)}: {', '.join(stages)} in {seconds:.1f} s"]
+    lines = [f"run {uris.basename(run_dir)}: {', '.join(stages)} in {seconds:.1f} s"]
     for r in read_records(run_dir):
         extra = ""
         if r["stage"] == "partition":
@@ -80,7 +85,7 @@ def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
     node_type = task.inferencer.node_types[0]
     warehouse = open_warehouse(task, run_dir, project)
     table = table_name(task.export.table_prefix, node_type)
-    run_id = os.path.basename(run_dir)
+    run_id = uris.basename(run_dir)
     first = warehouse.first_node_id(table, run_id)
     among = table
     sup = task.supervision_edge_types[0] if task.supervision_edge_types else None
@@ -102,9 +107,9 @@ def run(args: argparse.Namespace) -> int:
         if stage in stages and stage_res.kind != "local":
             raise UsageError(f"{args.resource_config}: the {stage} stage has Vertex AI resources; "
                              "`pipeline run` needs a local resource config (submit runs on Vertex)")
-    run_root = os.path.abspath(args.run_root)
+    run_root = args.run_root if uris.is_gcs(args.run_root) else os.path.abspath(args.run_root)
     run_id = args.run_id or new_run_id()
-    run_dir = os.path.join(run_root, run_id)
+    run_dir = uris.join(run_root, run_id)
     _check_resume(run_dir, stages)
     from kfp import local
 
@@ -112,8 +117,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.quiet_kfp:
         logging.getLogger("kfp").setLevel(logging.WARNING)
-    local.init(runner=local.SubprocessRunner(use_venv=False),
-               pipeline_root=os.path.join(run_root, "_kfp"), raise_on_error=True)
+    # KFP's own local bookkeeping stays on this machine (a temporary folder for gs:// run roots)
+    kfp_root = (tempfile.mkdtemp(prefix="kfp-local-") if uris.is_gcs(run_root)
+                else os.path.join(run_root, "_kfp"))
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=kfp_root,
+               raise_on_error=True)
     pipeline_fn = build_pipeline()
     t0 = time.perf_counter()
     print(f"pipeline run: {run_id}: {' -> '.join(stages)} (run folder {run_dir})", flush=True)

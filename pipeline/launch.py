@@ -13,6 +13,10 @@ SIGINT/SIGTERM. Whatever the ending, every process of the run (sessions and thei
 also those that left the session) is ended before ``launch_stage`` returns: SIGTERM, then SIGKILL
 after :data:`TERM_GRACE_S`.
 
+Logs: ``<run_dir>/logs/<stage>/<role>_<i>.log``. The run folder may be ``gs://`` (every process
+gets that URI and the launcher's environment, ``STORAGE_EMULATOR_HOST`` included): logs are then
+written to a local temporary folder and copied to ``<run_dir>/logs/<stage>/`` at the end.
+
 No torch import here: this module is part of ``pipeline/``.
 """
 
@@ -23,6 +27,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -32,6 +37,7 @@ from typing import Callable, Literal, Mapping, Sequence
 import psutil
 import yaml
 
+from graphstore import uris
 from graphstore.config import ResourceConfig, TaskConfig
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 from graphstore.ports import free_ports
@@ -322,17 +328,24 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
     if timeout_s <= 0 or failure_grace_s < 0:
         raise UsageError(f"timeout_s must be > 0 and failure_grace_s >= 0, got {timeout_s}, "
                          f"{failure_grace_s}")
-    run_path = Path(run_dir).resolve()
+    # a gs:// run folder: the processes read and write it; logs and frozen configs go to a local
+    # temporary folder, and the logs are copied to <run_dir>/logs/<stage>/ when the stage ends
+    gcs_run = uris.is_gcs(str(run_dir))
+    run_uri = str(run_dir) if gcs_run else str(Path(run_dir).resolve())
+    run_path = Path(tempfile.mkdtemp(prefix=f"launch-{uris.basename(run_uri)}-")) if gcs_run \
+        else Path(run_uri)
     stage_res = resources.trainer if stage == "train" else resources.inferencer
-    task_path, res_path = Path(task_config_path).resolve(), Path(resource_config_path).resolve()
+    task_path, res_path = (str(p) if uris.is_gcs(str(p)) else str(Path(p).resolve())
+                           for p in (task_config_path, resource_config_path))
     if overrides:
-        task_path, res_path = freeze_configs(task, resources, run_path / "launch" / stage)
-    contract = topology.contract_args(task_config_path=str(task_path), stage=stage,
-                                      resource_config_path=str(res_path), run_dir=str(run_path))
+        task_path, res_path = map(str, freeze_configs(task, resources, run_path / "launch" / stage))
+    contract = topology.contract_args(task_config_path=task_path, stage=stage,
+                                      resource_config_path=res_path, run_dir=run_uri)
     specs = plan_stage(
         task, resources, stage=stage, run_dir=run_path, contract=contract,
         ports=free_ports(stage_res.num_compute_machines + stage_res.num_storage + 1),
-        job_name=f"{run_path.name}-{stage}", extra_env=local_env(os.environ, loopback_interface()))
+        job_name=f"{uris.basename(run_uri)}-{stage}",
+        extra_env=local_env(os.environ, loopback_interface()))
     log_dir = run_path / "logs" / stage
     log_dir.mkdir(parents=True, exist_ok=True)
     for stale in log_dir.glob("*.log"):
@@ -352,6 +365,11 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
             r.watcher.join(timeout=TERM_GRACE_S)
             r.pump.join(timeout=TERM_GRACE_S)
         restore()
+        if gcs_run:
+            try:
+                uris.upload_tree(str(log_dir), uris.join(run_uri, "logs", stage))
+            except GraphstoreError as exc:  # the stage's own outcome matters more
+                log.warning("logs stay in %s: %s", log_dir, exc)
     return _finish(stage, run_path, specs, running, time.monotonic() - start,
                    ending=ending, first=first, pending=pending, leftover=leftover,
                    timeout_s=timeout_s, signal_name=received[0] if received else "a signal")

@@ -150,8 +150,6 @@ def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
             vertex.run_custom_job(job, res, timeout_s)
             record.update(custom_job=job.resource_name)
         else:
-            if uris.is_gcs(run_dir):
-                raise UsageError(f"{stage}: the local launcher needs a local run folder, got {run_dir}")
             try:
                 result = launch_stage(task, res, stage=stage, run_dir=run_dir,
                                       task_config_path=task_path, resource_config_path=res_path,
@@ -178,13 +176,9 @@ def run_export(run_dir: str, node_type: str) -> dict:
 
 def read_records(run_dir: str) -> list[dict]:
     """Every ``_stages/*.json`` record of a run, in stage order."""
-    folder = os.path.join(run_dir, "_stages")
-    if not os.path.isdir(folder):
-        return []
-    records = []
-    for name in os.listdir(folder):
-        with open(os.path.join(folder, name)) as fh:
-            records.append(json.load(fh))
+    folder = uris.join(run_dir, "_stages")
+    records = [json.loads(uris.read_text(uris.join(folder, name)))
+               for name in uris.list_names(folder) if name.endswith(".json")]
     return sorted(records, key=lambda r: (STAGES.index(r["stage"]), r.get("node_type", "")))
 
 

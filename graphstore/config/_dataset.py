@@ -2,8 +2,9 @@
 
 URI resolution: ``dataRootUri`` is resolved against the config file's folder when relative; a source
 ``uri`` is resolved against ``dataRootUri`` when set, else against the config file's folder. Local
-results are absolute, normalised paths; anything with a scheme (``gs://...``) is left untouched, so a
-resolved (frozen) config loads the same from any folder.
+results are absolute, normalised paths; anything with a scheme (``gs://...``, ``bq://...``) is left
+untouched, so a resolved (frozen) config loads the same from any folder. A ``bq://project.dataset.table``
+uri is a BigQuery table (format ``bigquery``; graphstore.bigquery_source).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from graphstore.bigquery_source import TABLE_PATTERN as BQ_TABLE
 from graphstore.config import _fields as F
 from graphstore.config._fields import Collector, join
 from graphstore.config.schema import DatasetConfig, EdgeSource, EdgeType, NodeSource, PartitionConfig
@@ -40,6 +42,12 @@ def resolve_uri(uri: str, base: str) -> str:
 
 
 def _format(col: Collector, m: Mapping[str, Any], path: str, uri: str | None) -> str | None:
+    if uri is not None and uri.startswith("bq://"):  # a BigQuery table (graphstore.bigquery_source)
+        if m.get("format") not in (None, "bigquery"):
+            col.bad(join(path, "format"), m.get("format"), "must be bigquery (or absent) for a bq:// uri")
+        if not BQ_TABLE.match(uri):
+            col.bad(join(path, "uri"), uri, "is not a BigQuery table: use bq://project.dataset.table")
+        return "bigquery"
     if m.get("format") is not None:
         return F.take(col, m, path, "format", F.as_literal("parquet", "csv"))
     if uri is None:

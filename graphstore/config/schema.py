@@ -23,7 +23,7 @@ SQL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 EDGE_TYPE_SEP = "__"
 
-SourceFormat = Literal["parquet", "csv"]
+SourceFormat = Literal["parquet", "csv", "bigquery"]
 EdgeDirection = Literal["in", "out"]
 
 

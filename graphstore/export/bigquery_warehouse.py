@@ -169,10 +169,11 @@ class BigQueryWarehouse:
             f"SELECT run_id, count(*) AS n, max(created_at) AS c FROM {self._sql_ref(table)} "
             "GROUP BY run_id ORDER BY c DESC, run_id DESC")]
 
-    def _source(self, table: str, run_id: str | None) -> tuple[str, str]:
+    def _source(self, table: str, run_id: str | None, alias: str = "") -> tuple[str, str]:
+        """The rows to read (the newest run's view, or the table) and the matching filter."""
         if run_id is None:
             return self._sql_ref(latest_view_name(table)), ""
-        return self._sql_ref(table), "AND run_id = @run_id"
+        return self._sql_ref(table), f"AND {alias + '.' if alias else ''}run_id = @run_id"
 
     def first_node_id(self, table: str, run_id: str | None = None) -> object:
         """The smallest ``node_id`` of a run (default: the newest)."""
@@ -195,8 +196,8 @@ class BigQueryWarehouse:
         if metric not in ("dot", "cosine"):
             raise UsageError(f"metric must be one of ['cosine', 'dot'], got {metric!r}")
         among = among or table
-        q_source, q_where = self._source(table, run_id)
-        c_source, c_where = self._source(among, run_id)
+        q_source, q_where = self._source(table, run_id, "q")
+        c_source, c_where = self._source(among, run_id, "c")
         score = ("1 - COSINE_DISTANCE(q.embedding, c.embedding)" if metric == "cosine" else
                  "(SELECT SUM(x * y) FROM UNNEST(q.embedding) x WITH OFFSET i "
                  "JOIN UNNEST(c.embedding) y WITH OFFSET j ON i = j)")
@@ -208,13 +209,11 @@ class BigQueryWarehouse:
         key: object = int(node_id) if kind["node_id"] in ("INTEGER", "INT64") else str(node_id)
         skip = "AND c.node_id != @node_id" if among == table else ""
         params = {"node_id": key, "k": k, **({"run_id": run_id} if run_id else {})}
-        found = self._query(f"SELECT count(*) FROM {q_source} WHERE node_id = @node_id {q_where}",
+        found = self._query(f"SELECT count(*) FROM {q_source} q WHERE q.node_id = @node_id {q_where}",
                             {"node_id": key, **({"run_id": run_id} if run_id else {})})
         if not int(found[0][0]):
             raise UsageError(f"node_id {node_id!r} is not in {self.ref(table)}"
                              + (f" for run {run_id}" if run_id else " (newest run)"))
-        c_where = c_where.replace("run_id", "c.run_id")
-        q_where = q_where.replace("run_id", "q.run_id")
         rows = self._query(
             f"SELECT c.node_id, {score} AS score FROM {q_source} q CROSS JOIN {c_source} c "
             f"WHERE q.node_id = @node_id {q_where} {c_where} {skip} "

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import duckdb
 import numpy as np
@@ -104,8 +104,18 @@ class _Run:
         self.stats: dict[str, float] = {}
 
     # -- 1. sources ---------------------------------------------------------------------------
-    def open_source(self, uri: str, declared_format: str | None) -> Table:
-        path = uris.localize(uri, os.path.join(self.staging, "inputs"))
+    def open_source(self, uri: str, declared_format: str | None,
+                    columns: Sequence[str]) -> Table:
+        """A source table, local, on gs:// (copied locally) or in BigQuery (``bq://``: the
+        ``columns`` the config uses copied to a local Parquet file, graphstore.bigquery_source)."""
+        inputs = os.path.join(self.staging, "inputs")
+        if declared_format == "bigquery":
+            from graphstore import bigquery_source
+
+            name = uri[len(bigquery_source.SCHEME):].replace(".", "__") + ".parquet"
+            path = bigquery_source.to_parquet(uri, columns, os.path.join(inputs, "bigquery", name))
+            return src_mod.open_table(self.con, uri, path, "parquet")
+        path = uris.localize(uri, inputs)
         return src_mod.open_table(self.con, uri, path, _fmt(uri, declared_format))
 
     def resolve_id_kinds(self, node_tables: dict[str, tuple["NodeSource", Table]],
@@ -447,9 +457,13 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
     staging = tempfile.mkdtemp(prefix=".partition-staging-", dir=parent)
     try:
         run = _Run(task, num_partitions, staging)
-        node_srcs = {ns.node_type: (ns, run.open_source(ns.uri, ns.format))
+        node_srcs = {ns.node_type: (ns, run.open_source(
+                         ns.uri, ns.format, (ns.id_column, *ns.feature_columns)))
                      for ns in task.dataset.node_sources}
-        edge_srcs = {str(es.edge_type): (es, run.open_source(es.uri, es.format))
+        edge_srcs = {str(es.edge_type): (es, run.open_source(
+                         es.uri, es.format, (es.src_column, es.dst_column,
+                                             *([es.weight_column] if es.weight_column else []),
+                                             *es.feature_columns)))
                      for es in task.dataset.edge_sources}
         kinds = run.resolve_id_kinds(node_srcs, edge_srcs)
         nodes: dict[str, _NodeType] = {}

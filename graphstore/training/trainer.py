@@ -25,11 +25,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import time
 
 import torch
 import torch.distributed as dist
 
+from graphstore import uris
 from graphstore.env import ClusterTopology
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
@@ -44,19 +46,17 @@ log = logging.getLogger(__name__)
 CHECKPOINT_SCHEMA_VERSION = 1
 
 
-def _save(path_dir: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, step: int,
+def _save(ckpt_uri: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, step: int,
           metrics: dict) -> None:
-    os.makedirs(path_dir, exist_ok=True)
-    tmp = os.path.join(path_dir, "model.pt.tmp")
-    torch.save({"schema_version": CHECKPOINT_SCHEMA_VERSION, "model_config": cfg.to_dict(),
-                "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "num_neighbors": list(args.num_neighbors)},
-               tmp)
-    os.replace(tmp, os.path.join(path_dir, "model.pt"))  # a reader never sees a partial file
-    tmp = os.path.join(path_dir, f"metrics.json.tmp{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(metrics, fh, indent=1)
-    os.replace(tmp, os.path.join(path_dir, "metrics.json"))
+    """``model.pt`` then ``metrics.json`` into the checkpoint folder (local or gs://); each lands
+    whole (uris.put_file: rename locally, one object upload on GCS)."""
+    with tempfile.TemporaryDirectory(prefix="ckpt-") as tmp:
+        local = os.path.join(tmp, "model.pt")
+        torch.save({"schema_version": CHECKPOINT_SCHEMA_VERSION, "model_config": cfg.to_dict(),
+                    "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "step": step, "num_neighbors": list(args.num_neighbors)}, local)
+        uris.put_file(local, uris.join(ckpt_uri, "model.pt"))
+    uris.write_text(uris.join(ckpt_uri, "metrics.json"), json.dumps(metrics, indent=1))
 
 
 def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: str,
@@ -82,8 +82,9 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     model = LinkPredictionEncoder(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     step = 0
-    if os.path.exists(os.path.join(ckpt_dir, "model.pt")):
-        ckpt = torch.load(os.path.join(ckpt_dir, "model.pt"))
+    if uris.exists(uris.join(ckpt_dir, "model.pt")):
+        with tempfile.TemporaryDirectory(prefix="ckpt-") as tmp:
+            ckpt = torch.load(uris.localize(uris.join(ckpt_dir, "model.pt"), tmp))
         model.load_state_dict(ckpt["state_dict"])
         optimizer.load_state_dict(ckpt["optimizer"])
         step = int(ckpt["step"])

@@ -143,7 +143,9 @@ def test_neighbors_and_the_cli_read_bigquery(graph, tmp_path, bucket, bigquery_e
     got = wh.neighbors("embeddings_user", users[q], 3, among="embeddings_item", metric="cosine")
     want = sorted(((cos(emb(q), emb(i)), items[i]) for i in range(len(items))), reverse=True)[:3]
     assert [round(s, 6) for _, s in got] == [round(s, 6) for s, _ in want]
-    assert wh.first_node_id("embeddings_user") == min(users)
+    assert wh.neighbors("embeddings_user", users[q], 3, among="embeddings_item", metric="cosine",
+                        run_id="r1") == got
+    assert wh.first_node_id("embeddings_user") == min(users) == wh.first_node_id("embeddings_user", "r1")
     with pytest.raises(UsageError, match="is not in"):
         wh.neighbors("embeddings_user", "no-such-node", 3)
     # the command, through the task config
