@@ -53,11 +53,17 @@ def _train(run_dir: str, image: str, metrics: Output[Metrics]) -> str:
     from pipeline.stages import run_graph_store
 
     record = run_graph_store(run_dir, "train", image)
-    for group, values in record.get("metrics", {}).items():
-        if isinstance(values, dict):
-            for name, value in values.items():
-                if isinstance(value, (int, float)):
-                    metrics.log_metric(f"test_{group}_{name}", float(value))
+    test = record.get("metrics", {})
+    # test_model_mrr, test_popularity_hits@10, ... (first supervision type), then per type:
+    # test_user__buys__item_model_mrr, ...
+    groups = [("test", test), *((f"test_{key}", r) for key, r in
+                                test.get("by_supervision_edge_type", {}).items())]
+    for prefix, result in groups:
+        for group, values in result.items():
+            if isinstance(values, dict) and group != "by_supervision_edge_type":
+                for name, value in values.items():
+                    if isinstance(value, (int, float)):
+                        metrics.log_metric(f"{prefix}_{group}_{name}", float(value))
     return run_dir
 
 

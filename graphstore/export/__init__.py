@@ -91,15 +91,12 @@ def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
             rows = build_rows(run_dir, node_type, run_id=run_id, model_version=cfg.model_version,
                               out_path=os.path.join(folder, "rows.parquet"))
             hook = None if before_swap is None else (lambda nt=node_type: before_swap(nt))
-            if isinstance(warehouse, BigQueryWarehouse):
-                source = None
-                if uris.is_gcs(run_dir):  # the production path: a load job reading gs://
-                    source = uris.join(run_dir, "export", node_type, "rows.parquet")
-                    uris.put_file(rows.path, source)
-                loaded = warehouse.load_run(table, rows, run_id, source_uri=source,
-                                            before_swap=hook)
-            else:
-                loaded = warehouse.load_run(table, rows, run_id, before_swap=hook)
+            source = None
+            if isinstance(warehouse, BigQueryWarehouse) and uris.is_gcs(run_dir):
+                # the production path: BigQuery's load job reads the rows file from gs://
+                source = uris.join(run_dir, "export", node_type, "rows.parquet")
+                uris.put_file(rows.path, source)
+            loaded = warehouse.load_run(table, rows, run_id, source_uri=source, before_swap=hook)
             log.info("export %s: %d rows (dim %d) -> %s table %s, run %s, in %.1f s", node_type,
                      loaded, rows.dim, warehouse.path, table, run_id, time.perf_counter() - t0)
             done.append(Exported(node_type=node_type, table=table, rows=loaded,

@@ -41,11 +41,12 @@ class LocalWarehouse:
         os.makedirs(self.folder, exist_ok=True)
         return duckdb.connect(self.path, read_only=read_only)
 
-    def load_run(self, table: str, rows: Rows, run_id: str, *,
+    def load_run(self, table: str, rows: Rows, run_id: str, *, source_uri: str | None = None,
                  before_swap: Callable[[], None] | None = None) -> int:
         """Replace ``run_id``'s rows of ``table`` with ``rows`` atomically (module docs); returns
-        the number of rows the table now holds for the run. ``before_swap`` is a test hook that
-        runs between staging and the swap."""
+        the number of rows the table now holds for the run. ``source_uri`` is unused (the local
+        file ``rows.path`` is read; the argument keeps both warehouses' calls alike).
+        ``before_swap`` is a test hook that runs between staging and the swap."""
         table = sql_name(table, "table")
         staging, view = f"{table}__staging", latest_view_name(table)
         con = self._connect()

@@ -175,3 +175,12 @@ def test_dot_product_neighbours(graph, tmp_path, bucket, bigquery_emulator, data
     want = sorted(((float(emb(3) @ emb(i)), users[i]) for i in range(len(users)) if i != 3),
                   reverse=True)[:2]
     assert [round(s, 3) for _, s in got] == [round(s, 3) for s, _ in want]
+
+
+def test_a_local_run_folder_loads_through_a_file_upload(graph, tmp_path, bigquery_emulator, dataset):
+    """No gs:// run folder: the load job's source is the local rows file (load_table_from_file)."""
+    task = _task(graph, bigquery_emulator.project, dataset)
+    (done,) = export_run(task, str(make_run(graph, tmp_path, "r1")), node_types=["user"])
+    assert done.rows == len(graph["raw"]["user"])
+    wh = BigQueryWarehouse(bigquery_emulator.project, dataset)
+    assert sorted(r[0] for r in _rows(wh, "embeddings_user")) == sorted(graph["raw"]["user"])

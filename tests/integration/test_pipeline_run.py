@@ -75,6 +75,13 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     # one epoch: every rank's full batches of ~1 000 training pairs / 2 ranks / 16 per batch
     assert 5 <= metrics["steps"] <= 60, metrics["steps"]
     assert metrics["val_history"] == [] and metrics["test"]["model"]["count"] > 0
+    # the test metrics are the train task's KFP Metrics artifact too
+    (train_out,) = (root / "_kfp").glob("*/train/executor_output.json")
+    (artifact,) = json.loads(train_out.read_text())["artifacts"]["metrics"]["artifacts"]
+    logged = artifact["metadata"]
+    assert logged["test_model_mrr"] == pytest.approx(metrics["test"]["model"]["mrr"])
+    assert logged["test_user__buys__item_popularity_hits@10"] == pytest.approx(
+        metrics["test"]["by_supervision_edge_type"]["user__buys__item"]["popularity"]["hits@10"])
 
     # resume at export: earlier stages are not redone, the rows stay exactly once
     ckpt = run / "checkpoint" / "model.pt"
