@@ -10,8 +10,12 @@ Loading a run (``load_run``), in this order:
      ``<table>__staging_<run id>`` (WRITE_TRUNCATE, explicit schema): from ``gs://`` with
      ``load_table_from_uri`` when the rows file is there (the production path), else from the
      local file with ``load_table_from_file``; the job's and the table's row counts are checked;
-  2. one ``MERGE`` statement deletes the run's earlier rows and inserts the staged ones: a single
-     DML statement is atomic in BigQuery, so a reader sees the old complete set or the new one;
+  2. one ``MERGE`` statement, keyed on ``(run_id, node_id)``, makes the run's rows equal to the
+     staged ones: matched rows are updated, new ones inserted, the run's rows missing from staging
+     deleted; other runs' rows are not touched. A single DML statement is atomic in BigQuery, so a
+     reader sees the old complete set or the new one. (An ``ON FALSE`` merge, delete-all then
+     insert-all, gives the same rows, but the emulator's DuckDB runs it as a nested-loop join: a
+     rerun of 100 000 rows did not finish in 15 minutes; keyed, it takes 2 s.)
   3. the view is (re)created, the run's row count checked, the staging table dropped.
 A failure before step 2 leaves the table exactly as it was (a staging table left behind is
 replaced by the next attempt); rerunning the same run id leaves the same rows (no duplicates).
@@ -146,10 +150,14 @@ class BigQueryWarehouse:
         if before_swap is not None:
             before_swap()
         cols = ", ".join(TABLE_COLUMNS)
+        updates = ", ".join(f"{c} = s.{c}" for c in TABLE_COLUMNS if c not in ("node_id", "run_id"))
         self._query(
-            f"MERGE {self._sql_ref(table)} t USING {self._sql_ref(staging)} s ON FALSE "
-            "WHEN NOT MATCHED BY SOURCE AND t.run_id = @run_id THEN DELETE "
-            f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({', '.join('s.' + c for c in TABLE_COLUMNS)})",
+            f"MERGE {self._sql_ref(table)} t USING {self._sql_ref(staging)} s "
+            "ON t.run_id = s.run_id AND t.node_id = s.node_id "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED BY TARGET THEN INSERT ({cols}) "
+            f"VALUES ({', '.join('s.' + c for c in TABLE_COLUMNS)}) "
+            "WHEN NOT MATCHED BY SOURCE AND t.run_id = @run_id THEN DELETE",
             {"run_id": run_id})
         self._query(
             f"CREATE OR REPLACE VIEW {self._sql_ref(view)} AS SELECT * FROM {self._sql_ref(table)} "

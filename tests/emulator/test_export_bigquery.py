@@ -184,3 +184,24 @@ def test_a_local_run_folder_loads_through_a_file_upload(graph, tmp_path, bigquer
     assert done.rows == len(graph["raw"]["user"])
     wh = BigQueryWarehouse(bigquery_emulator.project, dataset)
     assert sorted(r[0] for r in _rows(wh, "embeddings_user")) == sorted(graph["raw"]["user"])
+
+
+def test_reloading_a_run_with_fewer_rows_leaves_exactly_those(graph, tmp_path, bigquery_emulator,
+                                                               dataset):
+    import pyarrow.parquet as pq
+
+    run = make_run(graph, tmp_path, "r1")
+    rows = build_rows(str(run), "user", run_id="r1", model_version="v1",
+                      out_path=str(tmp_path / "rows.parquet"))
+    other = build_rows(str(run), "user", run_id="r0", model_version="v1",
+                       out_path=str(tmp_path / "rows0.parquet"))
+    wh = BigQueryWarehouse(bigquery_emulator.project, dataset)
+    wh.load_run("embeddings_user", other, "r0")
+    wh.load_run("embeddings_user", rows, "r1")
+    half = pq.read_table(rows.path).slice(0, rows.count // 2)
+    pq.write_table(half, tmp_path / "half.parquet")
+    smaller = dataclasses.replace(rows, path=str(tmp_path / "half.parquet"), count=half.num_rows)
+    assert wh.load_run("embeddings_user", smaller, "r1") == half.num_rows
+    got = _rows(wh, "embeddings_user")
+    assert sorted(r[0] for r in got if r[4] == "r1") == sorted(half.column("node_id").to_pylist())
+    assert len([r for r in got if r[4] == "r0"]) == other.count  # another run is untouched
