@@ -23,9 +23,10 @@ test: setup emulators
 test-unit: setup
 	$(PY) -m pytest -q tests/unit
 
-bench: setup
+bench: setup emulators
 	$(PY) benchmarks/partition.py
 	$(PY) benchmarks/sampling.py
+	$(PY) benchmarks/export.py
 
 wheels: setup
 	scripts/build_wheels.sh .venv wheels
