@@ -42,7 +42,7 @@ from graphstore.config import ResourceConfig, TaskConfig
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 from graphstore.ports import free_ports
 from pipeline import topology
-from pipeline.proctree import TERM_GRACE_S, Running, end_all
+from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, end_all
 
 log = logging.getLogger("pipeline.launch")
 
@@ -65,20 +65,6 @@ class LaunchInterrupted(GraphstoreError):
 
     exit_code = 130
     result: LaunchResult
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ProcessSpec:
-    """One process to start: a machine of the cluster and the command it runs."""
-
-    role: topology.Role
-    role_index: int
-    rank: int
-    label: str  # "storage 1", "compute 0/2" (machine 0 of 2)
-    config_key: str  # where the command comes from, for messages
-    argv: tuple[str, ...]
-    env: Mapping[str, str]  # the variables set on top of the launcher's environment
-    log_path: Path
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,15 +15,30 @@ import signal
 import subprocess
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 import psutil
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pipeline.launch import ProcessSpec
+from pipeline import topology
 
 log = logging.getLogger("pipeline.launch")
 TERM_GRACE_S = 5.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProcessSpec:
+    """One process to start: a machine of the cluster and the command it runs."""
+
+    role: topology.Role
+    role_index: int
+    rank: int
+    label: str  # "storage 1", "compute 0/2" (machine 0 of 2)
+    config_key: str  # where the command comes from, for messages
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # the variables set on top of the launcher's environment
+    log_path: Path
 
 
 def _drop(_line: str) -> None:

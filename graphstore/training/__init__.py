@@ -1,1 +1,3 @@
-"""Training building blocks: losses and ranking metrics (the trainer itself lands with issue 4)."""
+"""The default trainer (``trainer.py``, ``python -m components.train``) and its parts: typed args,
+``Job`` (dataset access per supervision type), batches and epochs, the encoder, losses,
+evaluation and ranking metrics."""
