@@ -252,3 +252,13 @@ def test_split_address(address: str, expected: tuple[str, int | None]) -> None:
 def test_is_loopback() -> None:
     assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "::1", "localhost"]))
     assert not any(map(is_loopback, ["10.0.0.1", "wp0-0", "0.0.0.0"]))
+
+
+def test_emulator_hosts_are_read_from_the_given_environment_only():
+    from graphstore.env import emulator_hosts
+
+    assert emulator_hosts({}) == {}
+    assert emulator_hosts({"STORAGE_EMULATOR_HOST": " ", "BIGQUERY_EMULATOR_HOST": ""}) == {}
+    assert emulator_hosts({"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9023",
+                           "BIGQUERY_EMULATOR_HOST": "localhost:9050"}) == {
+        "storage": "http://127.0.0.1:9023", "bigquery": "http://localhost:9050"}
