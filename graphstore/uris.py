@@ -70,9 +70,10 @@ def _retry():
 
 
 @contextlib.contextmanager
-def _gcs_errors(uri: str, action: str) -> Iterator[None]:
+def _gcs_errors(uri: str, action: str, missing_ok: bool = False) -> Iterator[None]:
     """Turn the client's errors into ours, naming the URI: a missing object or bucket is an
-    InputDataError (what to fix), anything else a RuntimeFailure."""
+    InputDataError (what to fix), anything else a RuntimeFailure. ``missing_ok``: a missing
+    object (in a bucket that exists) ends the block quietly instead."""
     from google.api_core import exceptions as gexc
 
     try:
@@ -86,6 +87,8 @@ def _gcs_errors(uri: str, action: str) -> Iterator[None]:
         if not have_bucket:
             raise InputDataError(f"{action} {uri}: bucket {bucket} does not exist (or this "
                                  "account cannot see it)") from None
+        if missing_ok:
+            return
         raise InputDataError(f"{action} {uri}: object not found") from None
     except gexc.Forbidden as exc:
         raise RuntimeFailure(f"{action} {uri}: permission denied ({exc.message})") from None
@@ -216,15 +219,9 @@ def remove_file(uri: str) -> None:
         except FileNotFoundError:
             pass
         return
-    from google.api_core import exceptions as gexc
-
     bucket, key = split_gcs(uri)
-    with _gcs_errors(uri, "deleting"):
-        try:
-            _client().bucket(bucket).blob(key).delete(retry=_retry())
-        except gexc.NotFound:
-            if not _client().bucket(bucket).exists():
-                raise
+    with _gcs_errors(uri, "deleting", missing_ok=True):
+        _client().bucket(bucket).blob(key).delete(retry=_retry())
 
 
 def download_tree(uri: str, local_dir: str) -> None:

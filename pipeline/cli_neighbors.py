@@ -31,17 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphstore.config import load_config_pair, load_task_config
     from graphstore.errors import UsageError
-    from graphstore.export import open_warehouse
+    from graphstore.export import load_task_and_project, open_warehouse
     from graphstore.export.names import table_name
 
-    project = None
-    if args.resource_config:
-        task, res = load_config_pair(args.task_config, args.resource_config)
-        project = res.shared.project
-    else:
-        task = load_task_config(args.task_config)
+    task, project = load_task_and_project(args.task_config, args.resource_config)
     if args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     warehouse = open_warehouse(task, args.run_dir, project)

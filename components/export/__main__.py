@@ -29,15 +29,9 @@ def main() -> int:
                         help="override a task config value (dotted path)")
     args = parser.parse_args()
     setup_logging("export")
-    from graphstore.config import load_config_pair, load_task_config
-    from graphstore.export import export_run
+    from graphstore.export import export_run, load_task_and_project
 
-    project = None
-    if args.resource_config:
-        task, res = load_config_pair(args.task_config, args.resource_config, args.set)
-        project = res.shared.project
-    else:
-        task = load_task_config(args.task_config, args.set)
+    task, project = load_task_and_project(args.task_config, args.resource_config, args.set)
     for done in export_run(task, args.run_dir, run_id=args.run_id, node_types=args.node_types,
                            project=project):
         print(f"export: {done.node_type}: {done.rows} rows -> {done.table} in {done.where}")

@@ -56,6 +56,19 @@ def local_warehouse_folder(task: TaskConfig, run_dir: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(run_dir.rstrip("/"))), "warehouse")
 
 
+def load_task_and_project(task_path: str, resource_path: str | None = None,
+                          overrides: Sequence[str] = ()) -> tuple[TaskConfig, str | None]:
+    """The task config, and BigQuery's fallback project for :func:`open_warehouse`: the resource
+    config's ``common_compute_config.project`` when a resource config is given, else ``None``.
+    ``overrides`` (``key=value``) are routed to either file by their first key."""
+    from graphstore.config import load_config_pair, load_task_config
+
+    if resource_path:
+        task, res = load_config_pair(task_path, resource_path, overrides)
+        return task, res.shared.project
+    return load_task_config(task_path, overrides), None
+
+
 def open_warehouse(task: TaskConfig, run_dir: str,
                    project: str | None = None) -> LocalWarehouse | BigQueryWarehouse:
     """The warehouse ``exportConfig`` names. BigQuery's project: ``exportConfig.bigqueryProject``,

@@ -167,8 +167,9 @@ def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs) -> t
 
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
-    import torch.multiprocessing as mp
+    from graphstore.processes import COMPUTE_PRELOAD, preloaded_context, start_workers
 
+    preloaded_context(COMPUTE_PRELOAD)  # its imports overlap with the set-up below
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
     info = agree_on_cluster(ctx, topology)
     local = None
@@ -178,6 +179,6 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
         local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = [str(e) for e in ctx.task.supervision_edge_types]
-    mp.spawn(_worker, args=(info, args, ctx.path("checkpoint"), local, order),
-             nprocs=info.num_processes_per_compute, join=True)
+    start_workers(_worker, (info, args, ctx.path("checkpoint"), local, order),
+                  info.num_processes_per_compute)
     return 0

@@ -18,9 +18,14 @@ from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run
 from graphstore.export.bigquery_warehouse import BigQueryWarehouse, staging_name
 from graphstore.export.rows import build_rows
-from tests.unit.test_export import DIM, REPO, graph, make_run  # noqa: F401 - graph is a fixture
+from tests.embedding_runs import DIM, REPO, build_graph, make_run
 
 pytestmark = [pytest.mark.emulator]
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    return build_graph(tmp_path_factory.mktemp("graph"))
 
 
 def _task(graph, project: str, dataset: str):
