@@ -20,7 +20,8 @@ from graphstore.config.schema import DatasetConfig, EdgeSource, EdgeType, NodeSo
 NODE_SOURCE_KEYS = ("nodeType", "uri", "format", "idColumn", "featureColumns")
 EDGE_SOURCE_KEYS = ("edgeType", "uri", "format", "srcColumn", "dstColumn", "weightColumn",
                     "featureColumns")
-PARTITION_KEYS = ("numPartitions", "danglingEdges", "addReverseEdges", "memoryLimitMb")
+PARTITION_KEYS = ("numPartitions", "danglingEdges", "addReverseEdges", "memoryLimitMb",
+                  "parquetCompression")
 _FORMAT_BY_EXT = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 
@@ -126,7 +127,9 @@ def _partition(col: Collector, ds: Mapping[str, Any]) -> PartitionConfig | None:
         num_partitions=F.take(col, pc, path, "numPartitions", F.optional(F.as_int(1)), None),
         dangling_edges=F.take(col, pc, path, "danglingEdges", F.as_literal("error", "drop"), "error"),
         add_reverse_edges=F.take(col, pc, path, "addReverseEdges", F.as_bool, True),
-        memory_limit_mb=F.take(col, pc, path, "memoryLimitMb", F.as_int(1), 2048))
+        memory_limit_mb=F.take(col, pc, path, "memoryLimitMb", F.as_int(1), 2048),
+        parquet_compression=F.take(col, pc, path, "parquetCompression",
+                                   F.as_literal("uncompressed", "snappy", "zstd"), "uncompressed"))
 
 
 def read_dataset(col: Collector, top: Mapping[str, Any], base_dir: str,

@@ -165,10 +165,12 @@ class PartitionConfig:
     dangling_edges: Literal["error", "drop"] = "error"
     add_reverse_edges: bool = True
     memory_limit_mb: int = 2048
+    parquet_compression: Literal["uncompressed", "snappy", "zstd"] = "uncompressed"
 
     def to_dict(self) -> dict[str, Any]:
         return {"numPartitions": self.num_partitions, "danglingEdges": self.dangling_edges,
-                "addReverseEdges": self.add_reverse_edges, "memoryLimitMb": self.memory_limit_mb}
+                "addReverseEdges": self.add_reverse_edges, "memoryLimitMb": self.memory_limit_mb,
+                "parquetCompression": self.parquet_compression}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

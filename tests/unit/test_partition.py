@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from graphstore.config import load_config_pair
+from graphstore.config import ConfigError, load_config_pair
 from graphstore.errors import InputDataError, UsageError
 from graphstore.partition import partition_graph
 from graphstore.shards.format import MANIFEST
@@ -210,6 +210,31 @@ def test_reverse_edges_can_be_switched_off(tmp_path):
     task["datasetConfig"]["partitionConfig"] = {"addReverseEdges": False}
     m = run_partition(tmp_path, task, tmp_path / "shards")
     assert set(m.edge_types) == {"user__buys__item", "item__similar_to__item"}
+
+
+@pytest.mark.parametrize("codec", ["uncompressed", "zstd"])
+def test_parquet_compression_applies_to_every_shard_file_and_reads_back(tmp_path, codec):
+    make_raw(tmp_path / "raw")
+    task = task_dict(tmp_path / "raw")
+    if codec != "uncompressed":  # the default
+        task["datasetConfig"]["partitionConfig"] = {"parquetCompression": codec}
+    run_partition(tmp_path, task, tmp_path / "shards")
+    files = sorted((tmp_path / "shards").rglob("*.parquet"))
+    codecs = {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files}
+    assert len(files) > 4 and codecs == {codec.upper()}
+    shards = ShardSet.open(str(tmp_path / "shards"))  # checksums and counts still hold
+    assert sum(raw_edges(shards, "user__buys__item").values()) == shards.manifest.edge_types[
+        "user__buys__item"].count
+
+
+def test_unknown_parquet_compression_is_a_config_error(tmp_path):
+    make_raw(tmp_path / "raw")
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["partitionConfig"] = {"parquetCompression": "lz4"}
+    tp, rp = write_configs(tmp_path, task)
+    with pytest.raises(ConfigError) as err:
+        load_config_pair(str(tp), str(rp))
+    assert "datasetConfig.partitionConfig.parquetCompression" in str(err.value)
 
 
 def test_rerun_replaces_output_cleanly(tmp_path):
