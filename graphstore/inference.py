@@ -166,9 +166,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
 
 def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
-    from graphstore.processes import COMPUTE_PRELOAD, preloaded_context, start_workers
+    import torch.multiprocessing as mp
 
-    preloaded_context(COMPUTE_PRELOAD)  # its imports overlap with the set-up below
     if ctx.task.inferencer is None:
         raise UsageError("the task config has no inferencerConfig")
     args = InferencerArgs.from_mapping(ctx.task.inferencer.inferencer_args)
@@ -183,10 +182,10 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     for session, node_type in enumerate(node_types):
         t0 = time.perf_counter()
         log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
-        start_workers(_worker, (info.for_session(session), node_type, ckpt, args,
-                                    ctx.task.inferencer.inference_batch_size,
-                                    embeddings_uri(ctx.run_dir, node_type), local),
-                      info.num_processes_per_compute)
+        mp.spawn(_worker, args=(info.for_session(session), node_type, ckpt, args,
+                                ctx.task.inferencer.inference_batch_size,
+                                embeddings_uri(ctx.run_dir, node_type), local),
+                 nprocs=info.num_processes_per_compute, join=True)
         log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
                  len(node_types), node_type, time.perf_counter() - t0)
     return 0

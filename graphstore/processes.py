@@ -1,22 +1,25 @@
-"""Start the library's worker processes from preloaded forkservers instead of bare spawns.
+"""Start GLT's sampling worker processes from a preloaded forkserver instead of a bare spawn.
 
-Every process the runtime starts used to be a *spawn*: a fresh interpreter that imports torch,
-PyG and GLT before doing anything (4.4 s for GLT's sampling module alone here, ~7 s while the
-other processes of a 2-core machine do the same). That cost was paid
+GLT's ``DistMpSamplingProducer.init`` starts every sampling worker with
+``torch.multiprocessing.get_context('spawn')``: a fresh interpreter that imports torch and GLT
+before it can sample (4.4 s for that import alone here, more while other processes compete for
+the 2 cores). A graph-store loader starts one worker per storage server for each compute rank, one
+rank after the other, so creating one loader took ~11 s with 2 ranks and 2 servers, and a training
+run creates four. From a *forkserver* that imported GLT once, each worker is forked in a fraction
+of a second: loaders are ready in ~2.5–5 s. Arguments still travel to the child by pickling
+(tensors through shared memory), exactly as under spawn; the forkserver never touches CUDA or
+RPC, so forking from it is safe.
 
-- by every GLT sampling worker: a graph-store loader starts one per storage server for each
-  compute rank, one rank after the other, so creating one loader took ~11 s with 2 ranks and
-  2 servers (a training run creates four);
-- by every storage server session and every compute worker, once per inference node type.
+Only the sampling workers start this way. A forkserver child ends with ``os._exit`` (no
+interpreter shutdown), so a process whose last act is a *graceful* RPC shutdown (compute workers,
+storage server sessions) vanishes the moment its own shutdown returns, while slower peers may still
+be finishing theirs: one training run with compute workers on a forkserver failed in rank 1's
+``rpc.shutdown`` with "Connection reset by peer" while another pipeline loaded the machine. Those
+processes stay on spawn. Sampling workers end with ``shutdown_rpc(graceful=False)`` (GLT), so
+nothing waits on them.
 
-A *forkserver* imports the modules once; each process is then forked from it in a fraction of a
-second. The rules stay those of spawn: arguments travel to the child by pickling (tensors through
-shared memory) and the child shares no threads, RPC agents or CUDA state with its parent, because
-the forkserver never creates any. Where the platform has no forkserver, spawn is used as before.
-
-Ordering: the forkserver starts (in the background) when :func:`preloaded_context` is first
-called, and keeps the environment and the preload list of that moment for the life of the calling
-process; nothing in the library changes ``os.environ`` after that.
+Ordering: the forkserver starts (in the background) when :func:`preload_glt_sampling_workers` is
+called, and keeps the environment of that moment for the life of the calling process.
 """
 
 from __future__ import annotations
@@ -24,49 +27,29 @@ from __future__ import annotations
 import multiprocessing
 from multiprocessing import forkserver
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any
 
-COMPUTE_PRELOAD = ("graphstore.training.trainer", "graphstore.inference", "graphlearn_torch")
-"""What compute workers (training and inference) import."""
-SESSION_PRELOAD = ("graphstore.storage.server", "graphlearn_torch")
-"""What a storage server session imports."""
 SAMPLING_PRELOAD = ("graphlearn_torch.distributed.dist_sampling_producer",)
-"""What a GLT sampling worker imports."""
+"""What a GLT sampling worker imports; the forkserver imports it once."""
 
 
-def preloaded_context(preload: Sequence[str]):
-    """A multiprocessing context whose new processes start with ``preload`` already imported.
-
-    The forkserver is started now, so its imports overlap with whatever the caller does next.
-    One forkserver serves a process: the first call's ``preload`` is the one it keeps.
-    """
+def _preloaded_context():
+    """A forkserver context that has imported :data:`SAMPLING_PRELOAD` (started now, so its
+    imports overlap with what the caller does next); spawn where there is no forkserver."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(preload))
+    ctx.set_forkserver_preload(list(SAMPLING_PRELOAD))
     forkserver.ensure_running()
     return ctx
 
 
-def start_workers(fn: Callable[..., None], args: tuple, nprocs: int,
-                  preload: Sequence[str] = COMPUTE_PRELOAD) -> None:
-    """``torch.multiprocessing.spawn(fn, args, nprocs, join=True)``, from a preloaded forkserver.
-
-    Raises torch's ``ProcessRaisedException`` / ``ProcessExitedException`` when a worker fails,
-    as spawn does.
-    """
-    import torch.multiprocessing as tmp
-
-    method = preloaded_context(preload).get_start_method()
-    tmp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method=method)
-
-
 class _PreloadedMultiprocessing:
-    """``torch.multiprocessing`` whose ``get_context('spawn')`` answers a preloaded context."""
+    """``torch.multiprocessing`` whose ``get_context('spawn')`` answers the preloaded context."""
 
     def __init__(self, base: ModuleType) -> None:
         self._base = base
-        self._context = preloaded_context(SAMPLING_PRELOAD)
+        self._context = _preloaded_context()
 
     def get_context(self, method: str | None = None) -> Any:
         if method == "spawn":
@@ -81,7 +64,7 @@ def preload_glt_sampling_workers() -> None:
     """Make GLT start its sampling workers from a preloaded forkserver. Idempotent.
 
     ``DistMpSamplingProducer.init`` calls ``mp.get_context('spawn')`` on its module's ``mp``;
-    this replaces that module global with a proxy (GLT keeps no other hook; the storage session
+    this replaces that module global with a proxy (GLT has no other hook; the storage session
     patches ``MP_STATUS_CHECK_INTERVAL`` of the same module the same way). Call it in each
     process that creates sampling producers (a storage session process) before its first loader.
     """

@@ -16,11 +16,15 @@ and the end of its error are printed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import tempfile
+import threading
 import time
+import warnings
+from typing import Iterator, TextIO
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure, UsageError
@@ -40,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value (dotted path), repeatable")
     parser.add_argument("--quiet-kfp", action="store_true",
-                        help="hide KFP's per-task log framing (task output still shows)")
+                        help="write KFP's task logs (executor inputs, every process's output) to "
+                             "<run-root>/_kfp/<run-id>.log instead of the terminal, and print one "
+                             "line per stage as it starts and ends")
 
 
 def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
@@ -55,24 +61,77 @@ def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
                          "earlier run: give that run's --run-id (and --run-root)")
 
 
+def _record_line(r: dict) -> str:
+    """One stage record as a summary line: stage, status, seconds and what it produced."""
+    if r["status"] == "running":
+        what = f" ({r['node_type']})" if r.get("node_type") else ""
+        return f"  {r['stage']:<9} running{what}"
+    extra = ""
+    if r["stage"] == "partition":
+        extra = f"{r.get('edges', '?')} edges -> {r.get('partitions', '?')} partitions"
+    elif r["stage"] == "train":
+        model = r.get("metrics", {}).get("model", {})
+        pop = r.get("metrics", {}).get("popularity", {})
+        if model:
+            extra = (f"test MRR {model.get('mrr', 0):.3f} (popularity {pop.get('mrr', 0):.3f}), "
+                     f"hits@10 {model.get('hits@10', 0):.3f}")
+    elif r["stage"] == "export":
+        extra = f"{r.get('node_type')}: {r.get('rows')} rows -> {r.get('table')}"
+    return f"  {r['stage']:<9} {r['status']:<6} {r.get('seconds', 0):>6.1f} s  {extra}".rstrip()
+
+
 def _summary(run_dir: str, stages: tuple[str, ...], seconds: float) -> list[str]:
     from pipeline.stages import read_records
 
     lines = [f"run {uris.basename(run_dir)}: {', '.join(stages)} in {seconds:.1f} s"]
-    for r in read_records(run_dir):
-        extra = ""
-        if r["stage"] == "partition":
-            extra = f"{r.get('edges', '?')} edges -> {r.get('partitions', '?')} partitions"
-        elif r["stage"] == "train":
-            model = r.get("metrics", {}).get("model", {})
-            pop = r.get("metrics", {}).get("popularity", {})
-            if model:
-                extra = (f"test MRR {model.get('mrr', 0):.3f} (popularity {pop.get('mrr', 0):.3f}), "
-                         f"hits@10 {model.get('hits@10', 0):.3f}")
-        elif r["stage"] == "export":
-            extra = f"{r.get('node_type')}: {r.get('rows')} rows -> {r.get('table')}"
-        lines.append(f"  {r['stage']:<9} {r['status']:<6} {r['seconds']:>6.1f} s  {extra}".rstrip())
-    return lines
+    return lines + [_record_line(r) for r in read_records(run_dir)]
+
+
+def _report_stages(run_dir: str, out: TextIO, stop: threading.Event, poll_s: float) -> None:
+    """Print each stage record of the run once per status, as it appears (until ``stop``)."""
+    from pipeline.stages import read_records
+
+    seen: set[tuple[str, str, str]] = set()
+    while True:
+        finished = stop.is_set()
+        try:
+            records = read_records(run_dir)
+        except Exception:  # noqa: BLE001 - a record half-written by a stage: read it next time
+            records = []
+        for r in records:
+            key = (r["stage"], r.get("node_type", ""), r["status"])
+            if key not in seen:
+                seen.add(key)
+                print(_record_line(r), file=out, flush=True)
+        if finished or stop.wait(poll_s):
+            if finished:
+                return
+
+
+@contextlib.contextmanager
+def _quiet_kfp(log_path: str, run_dir: str) -> Iterator[None]:
+    """Send everything printed while the DAG runs (KFP's task logs) to ``log_path``; meanwhile
+    print one line per stage status to the terminal."""
+    out = sys.stdout
+    stop = threading.Event()
+    poll_s = 2.0 if uris.is_gcs(run_dir) else 0.5
+    watcher = threading.Thread(target=_report_stages, args=(run_dir, out, stop, poll_s),
+                               name="stage-progress", daemon=True)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    print(f"KFP task logs: {log_path}", file=out, flush=True)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # KFP's orchestrator notes ("Skipping conditional task ...")
+    with open(log_path, "w") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
+        # "Task 'x': settings ['display_name'] have no effect in the current local environment"
+        warnings.filterwarnings("ignore", message=".*have no effect", category=UserWarning)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.join(timeout=30)
+            root.setLevel(level)
 
 
 def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
@@ -115,8 +174,6 @@ def run(args: argparse.Namespace) -> int:
 
     from pipeline.dag import build_pipeline
 
-    if args.quiet_kfp:
-        logging.getLogger("kfp").setLevel(logging.WARNING)
     # KFP's own local bookkeeping stays on this machine (a temporary folder for gs:// run roots)
     kfp_root = (tempfile.mkdtemp(prefix="kfp-local-") if uris.is_gcs(run_root)
                 else os.path.join(run_root, "_kfp"))
@@ -125,9 +182,13 @@ def run(args: argparse.Namespace) -> int:
     pipeline_fn = build_pipeline()
     t0 = time.perf_counter()
     print(f"pipeline run: {run_id}: {' -> '.join(stages)} (run folder {run_dir})", flush=True)
+    quiet = (_quiet_kfp(os.path.join(kfp_root, f"{run_id}.log"), run_dir) if args.quiet_kfp
+             else contextlib.nullcontext())
     try:
-        pipeline_fn(task_config=dump_yaml(task.to_dict()), resource_config=dump_yaml(res.to_dict()),
-                    run_root=run_root, run_id=run_id, start_at=stages[0], stop_after=stages[-1])
+        with quiet:
+            pipeline_fn(task_config=dump_yaml(task.to_dict()),
+                        resource_config=dump_yaml(res.to_dict()), run_root=run_root,
+                        run_id=run_id, start_at=stages[0], stop_after=stages[-1])
     except Exception as exc:  # noqa: BLE001 - KFP reports a failed task as a plain exception
         from pipeline.stages import read_records
 

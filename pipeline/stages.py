@@ -100,9 +100,12 @@ def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
 
 
 @contextlib.contextmanager
-def recorded(run_dir: str, stage: str, name: str | None = None) -> Iterator[dict]:
-    """Time a task and write ``_stages/<name>.json`` (status ok or failed, with the error)."""
-    record: dict = {"stage": stage, "status": "running"}
+def recorded(run_dir: str, stage: str, name: str | None = None, **fields) -> Iterator[dict]:
+    """Time a task and write ``_stages/<name>.json``: status running when it starts, then ok or
+    failed (with the error) when it ends."""
+    record: dict = {"stage": stage, "status": "running", **fields}
+    path = uris.join(run_dir, "_stages", f"{name or stage}.json")
+    uris.write_text(path, json.dumps(record, indent=1))  # what is running now (a crash leaves it)
     t0 = time.perf_counter()
     try:
         yield record
@@ -112,8 +115,7 @@ def recorded(run_dir: str, stage: str, name: str | None = None) -> Iterator[dict
         raise
     finally:
         record["seconds"] = round(time.perf_counter() - t0, 1)
-        uris.write_text(uris.join(run_dir, "_stages", f"{name or stage}.json"),
-                        json.dumps(record, indent=1))
+        uris.write_text(path, json.dumps(record, indent=1))
 
 
 def run_partition(run_dir: str) -> None:
@@ -168,7 +170,7 @@ def run_export(run_dir: str, node_type: str) -> dict:
     from graphstore.export import export_run
 
     task, res = load_frozen(run_dir)
-    with recorded(run_dir, "export", name=f"export-{node_type}") as record:
+    with recorded(run_dir, "export", name=f"export-{node_type}", node_type=node_type) as record:
         (done,) = export_run(task, run_dir, node_types=[node_type], project=res.shared.project)
         record.update(node_type=node_type, rows=done.rows, table=done.table, where=done.where)
     return record

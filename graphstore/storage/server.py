@@ -4,7 +4,7 @@ Order (DESIGN §5):
   1. the temporary global group agrees on ``GraphStoreInfo`` (graphstore.graph_store_info),
      then is destroyed: storage never keeps a process group of its own;
   2. the shard partition ``machine_index`` is loaded and split (graphstore.storage.dataset);
-  3. for each of ``num_server_sessions`` sessions, one new process: it marks itself ready,
+  3. for each of ``num_server_sessions`` sessions, one spawned process: it marks itself ready,
      starts the GLT RPC server (``init_server``), pings its clients (graphstore.heartbeat), and
      returns when the clients shut the session down. An RPC server cannot accept a second client
      group after the first one left, hence one process per session. Its exit code is checked, and
@@ -18,6 +18,7 @@ The ``gs_*`` functions below are what compute processes call on a server through
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
 import time
 
 import torch
@@ -27,7 +28,6 @@ from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, mark_ready
 from graphstore.ports import free_ports
-from graphstore.processes import SESSION_PRELOAD, preloaded_context
 from graphstore.heartbeat import Heartbeat
 from graphstore.stage import StageContext
 from graphstore.storage import queries
@@ -82,7 +82,7 @@ def _session_finished() -> bool:
 # -- sessions --------------------------------------------------------------------------------------
 def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
                   storage_index: int, log_level: int) -> None:
-    """Body of one server-session process."""
+    """Body of one spawned server-session process."""
     import graphlearn_torch as glt
     from graphlearn_torch.distributed import dist_sampling_producer
 
@@ -116,9 +116,8 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
 
 
 def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_index: int) -> None:
-    """Run every server session in its own process (forked from a preloaded forkserver:
-    graphstore.processes), one after another."""
-    ctx = preloaded_context(SESSION_PRELOAD)
+    """Run every server session in its own spawned process, one after another."""
+    ctx = mp.get_context("spawn")  # not a forkserver: see graphstore.processes
     for session in range(info.num_server_sessions):
         proc = ctx.Process(target=_session_main, name=f"storage{storage_index}-session{session}",
                            args=(session, dataset, state, info, storage_index,
@@ -141,7 +140,6 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
 
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
-    preloaded_context(SESSION_PRELOAD)  # its imports overlap with loading the partition
     info = agree_on_cluster(ctx, topology)
     shards = ShardSet.open(ctx.shards_uri)
     if shards.manifest.num_partitions != info.num_storage_nodes:

@@ -26,6 +26,7 @@ class TrainerArgs:
     decoder: Literal["dot", "cosine"] = "dot"
     loss: Literal["retrieval", "bpr"] = "retrieval"
     temperature: float = 1.0
+    logq_correction: bool = False  # subtract log(expected draws) of each candidate (losses.py)
     seed: int = 0
 
     @classmethod

@@ -26,6 +26,23 @@ def candidate_scores(anchor_emb: torch.Tensor, pos_emb: torch.Tensor, neg_emb: t
     return anchor_emb @ cands.T / temperature
 
 
+def logq_offsets(pos_ids: torch.Tensor, neg_ids: torch.Tensor, popularity: torch.Tensor) -> torch.Tensor:
+    """``[A + N]`` log of how often each candidate is expected among one batch's candidates.
+
+    In-batch candidates are other pairs' positives, drawn in proportion to their training
+    popularity; random negatives are drawn uniformly from the label nodes. The expected count of
+    candidate ``j`` is ``A * pop_j / sum(pop) + N / num_labels``. Subtracting its log from every
+    score (sampling-bias correction, Yi et al., RecSys 2019) makes the sampled softmax estimate the
+    full softmax, so the model keeps the popularity signal that in-batch negatives would otherwise
+    remove. ``popularity``: training positives per label node (global ids), as the trainer counts.
+    """
+    cand_ids = torch.cat([pos_ids, neg_ids])
+    total = float(popularity.sum()) or 1.0
+    expected = (len(pos_ids) * popularity[cand_ids] / total
+                + len(neg_ids) / max(len(popularity), 1))
+    return torch.log(expected.clamp_min(1e-12))
+
+
 def accidental_hit_mask(anchor_ids: torch.Tensor, pos_ids: torch.Tensor,
                         neg_ids: torch.Tensor) -> torch.Tensor:
     """``[A, A + N]`` True where a candidate is a positive of the row's anchor but not the row's own

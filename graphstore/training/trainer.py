@@ -39,7 +39,9 @@ from graphstore.training.args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
 from graphstore.training.evaluation import Evaluator
 from graphstore.training.job import Job, Supervision
-from graphstore.training.losses import accidental_hit_mask, bpr_loss, candidate_scores, retrieval_loss
+from graphstore.training.losses import (
+    accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
+)
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 
 log = logging.getLogger(__name__)
@@ -114,7 +116,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
         t0 = time.perf_counter()
         batches = [(sup, train.next(), negatives.next()) for sup, train, negatives in streams]
         t1 = time.perf_counter()
-        loss = sum(_loss(ddp, job, sup, batch, neg, args) for sup, batch, neg in batches)
+        loss = sum(_loss(ddp, job, sup, batch, neg, args, popularity[sup.key])
+                   for sup, batch, neg in batches)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -153,7 +156,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     shutdown_compute_process()
 
 
-def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs) -> torch.Tensor:
+def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
+          popularity: torch.Tensor) -> torch.Tensor:
     """Retrieval (or BPR) loss of one supervision type's batch against in-batch and random
     negatives, accidental hits removed."""
     a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
@@ -161,15 +165,16 @@ def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs) -> t
     k = seed_count(neg, sup.label_type, job.homo is not None)
     n_emb, n_id = hn[sup.label_type][:k], vn.node_ids[sup.label_type][:k]
     scores = candidate_scores(a, p, n_emb, args.decoder, args.temperature)
+    if args.logq_correction:
+        scores = scores - logq_offsets(p_id, n_id, popularity)[None, :]
     mask = accidental_hit_mask(a_id, p_id, n_id)
     return (retrieval_loss if args.loss == "retrieval" else bpr_loss)(scores, mask)
 
 
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
-    from graphstore.processes import COMPUTE_PRELOAD, preloaded_context, start_workers
+    import torch.multiprocessing as mp
 
-    preloaded_context(COMPUTE_PRELOAD)  # its imports overlap with the set-up below
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
     info = agree_on_cluster(ctx, topology)
     local = None
@@ -179,6 +184,7 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
         local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = [str(e) for e in ctx.task.supervision_edge_types]
-    start_workers(_worker, (info, args, ctx.path("checkpoint"), local, order),
-                  info.num_processes_per_compute)
+    # spawn, not a forkserver: see graphstore.processes for why
+    mp.spawn(_worker, args=(info, args, ctx.path("checkpoint"), local, order),
+             nprocs=info.num_processes_per_compute, join=True)
     return 0

@@ -86,10 +86,15 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     # resume at export: earlier stages are not redone, the rows stay exactly once
     ckpt = run / "checkpoint" / "model.pt"
     before = (ckpt.stat().st_mtime_ns, (run / "_stages" / "train.json").stat().st_mtime_ns)
-    again = _run(tp, rp, root, "--run-id", "r1", "--start-at", "export")
+    again = _run(tp, rp, root, "--run-id", "r1", "--start-at", "export", "--quiet-kfp")
     assert again.returncode == 0, again.stderr[-3000:]
     assert (ckpt.stat().st_mtime_ns, (run / "_stages" / "train.json").stat().st_mtime_ns) == before
     assert "run r1: export in" in again.stdout
+    # --quiet-kfp: KFP's task logs go to a file; the terminal gets one line per stage status
+    assert "Executing task" not in again.stdout + again.stderr
+    assert "Executing task" in (root / "_kfp" / "r1.log").read_text()
+    progress = again.stdout.split("run r1: export in")[0]
+    assert "  export    ok" in progress and "user: " in progress and "item: " in progress
     for nt, n in counts.items():
         assert _rows(root, f"embeddings_{nt}") == [("r1", n, n)]
 
@@ -98,7 +103,7 @@ def test_a_failing_stage_stops_the_run_with_its_name_and_error(tmp_path):
     tp, rp = _configs(tmp_path)
     os.remove(tmp_path / "data" / "user_item.parquet")
     root = tmp_path / "runs"
-    proc = _run(tp, rp, root, "--run-id", "bad", timeout=300)
+    proc = _run(tp, rp, root, "--run-id", "bad", "--quiet-kfp", timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "stage partition failed after" in proc.stderr
     assert "user_item.parquet" in proc.stderr  # the error names the missing input
@@ -106,6 +111,7 @@ def test_a_failing_stage_stops_the_run_with_its_name_and_error(tmp_path):
     assert not (root / "bad" / "checkpoint").exists()
     status = json.loads((root / "bad" / "_stages" / "partition.json").read_text())
     assert status["status"] == "failed"
+    assert "  partition failed" in proc.stdout + proc.stderr
 
 
 def test_resuming_a_run_that_does_not_exist_is_a_usage_error(tmp_path):

@@ -7,7 +7,7 @@ import math
 import torch
 
 from graphstore.training.losses import (
-    accidental_hit_mask, bpr_loss, candidate_scores, retrieval_loss,
+    accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
 )
 from graphstore.training.metrics import finalize, metric_sums, popularity_scores, ranks
 
@@ -35,6 +35,18 @@ def test_retrieval_loss_matches_hand_computed_softmax():
     # perfectly separated scores drive the loss to ~0, reversed ones make it large
     assert float(retrieval_loss(torch.tensor([[50.0, 0.0], [0.0, 50.0]]), torch.zeros(2, 2, dtype=torch.bool))) < 1e-6
     assert float(bpr_loss(torch.tensor([[0.0, 5.0], [5.0, 0.0]]), torch.zeros(2, 2, dtype=torch.bool))) > 4
+
+
+def test_logq_offsets_are_log_expected_draws_per_candidate():
+    popularity = torch.tensor([6.0, 2.0, 0.0, 0.0])  # 4 label nodes, 8 training positives
+    pos, neg = torch.tensor([0, 1, 0]), torch.tensor([2, 3])
+    off = logq_offsets(pos, neg, popularity)
+    # expected draws: 3 in-batch picks by popularity + 2 uniform picks over 4 nodes
+    expected = [3 * 6 / 8 + 2 / 4, 3 * 2 / 8 + 2 / 4, 3 * 6 / 8 + 2 / 4, 2 / 4, 2 / 4]
+    assert torch.allclose(off, torch.log(torch.tensor(expected)))
+    # a popular candidate is pushed down relative to a rare one with the same raw score
+    scores = torch.zeros(1, 5) - off[None, :]
+    assert float(scores[0, 0]) < float(scores[0, 3])
 
 
 def test_candidate_scores_shapes_and_cosine():
