@@ -6,8 +6,9 @@ Run folder of one pipeline run (``<runRoot>/<run_id>/``)::
     config/run.json                          run_id, run_date, run_time, started_at
     shards/ checkpoint/ embeddings/ export/  the stages' outputs (graphstore.stage)
     logs/<stage>/...                         graph-store process logs (local launcher)
-    _stages/<stage>.json                     one record per finished or failed task:
-                                             {stage, status, seconds, error, ...}
+    _stages/<stage>.json                     one record per task: {stage, status, ...};
+                                             status running from its start, then ok or
+                                             failed with seconds (and error)
 
 Placeholders (scheduled retraining): ``{run_id}``, ``{run_date}`` (YYYY-MM-DD, UTC) and
 ``{run_time}`` (HHMMSS) anywhere in a config value are replaced when the run starts, and the
