@@ -9,7 +9,8 @@ Order of work (each step logs rows and rows/s):
   3. per edge type, one streaming ``COPY`` joins both endpoints to dense ids and writes Parquet
      split by the anchor's partition; fewer rows out than in means null or dangling endpoints:
      an error naming the first offending row, or (``danglingEdges: drop``) a reported count;
-  4. id maps, partition books and per-partition node files;
+  4. id maps, partition books and per-partition node files (steps 3 and 4 run two at a time,
+     :data:`PARALLEL_STEPS`; they only read the node tables);
   5. checksums, then ``manifest.json`` LAST, then the finished folder replaces the output.
 
 Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder, so peak RSS does not
@@ -25,6 +26,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,6 +61,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import EdgeSource, NodeSource, TaskConfig
 
 log = logging.getLogger(__name__)
+PARALLEL_STEPS = 2
+"""Edge-type and node-file steps run this many at a time (each on its own DuckDB connection;
+DuckDB's own threads and ``memoryLimitMb`` are shared by all of them)."""
 MARKER = ".graphstore-shards"  # written first: identifies a folder (even a partial one) as ours
 
 
@@ -102,9 +107,30 @@ class _Run:
             "preserve_insertion_order": False,
         })
         self.con.execute("SET enable_progress_bar = false")
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._cursor_lock = threading.Lock()
         self.dropped: dict[str, int] = {}
         self.node_tables: dict[str, tuple] = {}  # node type -> (NodeSource, Table, IdKind)
         self.stats: dict[str, float] = {}
+
+    @property
+    def db(self) -> duckdb.DuckDBPyConnection:
+        """The calling thread's connection to the run's database (steps 3 and 4 run on a few
+        threads at once; a DuckDB connection must not be shared between threads)."""
+        cur = getattr(self._local, "con", None)
+        if cur is None:
+            cur = self.con.cursor()
+            cur.execute("SET enable_progress_bar = false")
+            self._local.con = cur
+            with self._cursor_lock:
+                self._cursors.append(cur)
+        return cur
+
+    def close(self) -> None:
+        for cur in self._cursors:
+            cur.close()
+        self.con.close()
 
     # -- 1. sources ---------------------------------------------------------------------------
     def open_source(self, uri: str, declared_format: str | None,
@@ -117,9 +143,9 @@ class _Run:
 
             name = uri[len(bigquery_source.SCHEME):].replace(".", "__") + ".parquet"
             path = bigquery_source.to_parquet(uri, columns, os.path.join(inputs, "bigquery", name))
-            return src_mod.open_table(self.con, uri, path, "parquet")
+            return src_mod.open_table(self.db, uri, path, "parquet")
         path = uris.localize(uri, inputs)
-        return src_mod.open_table(self.con, uri, path, _fmt(uri, declared_format))
+        return src_mod.open_table(self.db, uri, path, _fmt(uri, declared_format))
 
     def resolve_id_kinds(self, node_tables: dict[str, tuple["NodeSource", Table]],
                          edge_tables: dict[str, tuple["EdgeSource", Table]]) -> dict[str, IdKind]:
@@ -151,18 +177,18 @@ class _Run:
             raise InputDataError(f"{table.uri}: node table for {nt!r} is empty")
         idc = sql_ident(ns.id_column)
         key = f"datasetConfig.dataSources.nodes[{nt}].featureColumns"
-        width = src_mod.check_features(self.con, table, table.relation, ns.feature_columns, key)
+        width = src_mod.check_features(self.db, table, table.relation, ns.feature_columns, key)
         nodes = self._nodes(nt)
-        self.con.execute(
+        self.db.execute(
             f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 AS int_id, "
             f"raw_id FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id FROM {table.relation})"
         )
-        nulls, distinct = self.con.execute(
+        nulls, distinct = self.db.execute(
             f"SELECT count_if(raw_id IS NULL), count(DISTINCT raw_id) FROM {nodes}").fetchone()
         if nulls:
-            src_mod.report_null_ids(self.con, table, ns.id_column)
+            src_mod.report_null_ids(self.db, table, ns.id_column)
         if distinct != table.num_rows:
-            raw, rows = self.con.execute(
+            raw, rows = self.db.execute(
                 f"SELECT CAST({idc} AS VARCHAR), list(__row ORDER BY __row) FROM {table.numbered()} "
                 f"GROUP BY {idc} HAVING count(*) > 1 ORDER BY min(__row) LIMIT 1"
             ).fetchone()
@@ -184,11 +210,11 @@ class _Run:
             if es.edge_type.dst_node_type == nt:
                 selects.append(f"SELECT {id_expr(es.dst_column, kind)} AS raw_id FROM {table.relation}")
         union = " UNION ALL ".join(selects)
-        self.con.execute(
+        self.db.execute(
             f"CREATE TABLE {self._nodes(nt)} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
             f"AS int_id, raw_id FROM (SELECT DISTINCT raw_id FROM ({union}) WHERE raw_id IS NOT NULL)"
         )
-        count = self.con.execute(f"SELECT count(*) FROM {self._nodes(nt)}").fetchone()[0]
+        count = self.db.execute(f"SELECT count(*) FROM {self._nodes(nt)}").fetchone()[0]
         self._log_rate(f"nodes {nt} (from edge endpoints)", count, t0)
         return _NodeType(nt, kind, int(count), 0)
 
@@ -209,18 +235,18 @@ class _Run:
                 f"{id_expr(es.dst_column, kinds[et.dst_node_type])} AS __d"]
         out_cols = ["s.int_id AS src", "d.int_id AS dst"]
         if es.weight_column:
-            src_mod.check_features(self.con, table, table.relation, (es.weight_column,),
+            src_mod.check_features(self.db, table, table.relation, (es.weight_column,),
                                    f"{cfg}.weightColumn")
             cols.append(f"CAST({sql_ident(es.weight_column)} AS FLOAT) AS __w")
             out_cols.append("e.__w AS weight")
-        width = src_mod.check_features(self.con, table, table.relation, es.feature_columns,
+        width = src_mod.check_features(self.db, table, table.relation, es.feature_columns,
                                        f"{cfg}.featureColumns")
         if width:
             cols.append(src_mod.feature_sql(table, es.feature_columns, width))
             out_cols.extend(f"e.f_{i}" for i in range(width))
         anchor = "s" if anchor_side(self.direction) == "src" else "d"
         target = os.path.join(self.hive, "edges", key)
-        written = self.con.execute(
+        written = self.db.execute(
             f"COPY (SELECT {', '.join(out_cols)}, {anchor}.int_id % {self.P} AS part "
             f"FROM (SELECT {', '.join(cols)} FROM {table.relation}) e "
             f"JOIN {self._nodes(et.src_node_type)} s ON e.__s = s.raw_id "
@@ -244,7 +270,7 @@ class _Run:
         t0 = time.perf_counter()
         files = self._edge_files(key)
         target = os.path.join(self.hive, "labels", key)
-        rows = self.con.execute(
+        rows = self.db.execute(
             f"COPY (SELECT src, dst, src % {self.P} AS part FROM read_parquet([{files}])) "
             f"TO {sql_str(target)} ({self.parquet}, PARTITION_BY (part))"
         ).fetchone()[0]
@@ -267,7 +293,7 @@ class _Run:
         # the reversed edge's anchor: its new dst (= old src) for "in", its new src (= old dst) for "out"
         anchor = "src" if self.direction == "in" else "dst"
         target = os.path.join(self.hive, "edges", reverse_key)
-        rows = self.con.execute(
+        rows = self.db.execute(
             f"COPY (SELECT dst AS src, src AS dst{extra}, {anchor} % {self.P} AS part "
             f"FROM read_parquet([{self._edge_files(key)}])) "
             f"TO {sql_str(target)} ({self.parquet}, PARTITION_BY (part))"
@@ -278,10 +304,10 @@ class _Run:
     def _explain_missing_edges(self, key: str, es: "EdgeSource", table: Table,
                                kinds: dict[str, IdKind], missing: int) -> None:
         for col in (es.src_column, es.dst_column):
-            nulls = self.con.execute(
+            nulls = self.db.execute(
                 f"SELECT count_if({sql_ident(col)} IS NULL) FROM {table.relation}").fetchone()[0]
             if nulls:
-                src_mod.report_null_ids(self.con, table, col)
+                src_mod.report_null_ids(self.db, table, col)
         if self.dangling == "drop":
             log.warning("edges %s: dropped %d edge(s) whose endpoint is not in its node table "
                         "(danglingEdges: drop)", key, missing)
@@ -289,7 +315,7 @@ class _Run:
             return
         et = es.edge_type
         for col, nt in ((es.src_column, et.src_node_type), (es.dst_column, et.dst_node_type)):
-            row = self.con.execute(
+            row = self.db.execute(
                 f"SELECT e.__row, CAST(e.{sql_ident(col)} AS VARCHAR) FROM {table.numbered()} e "
                 f"ANTI JOIN {self._nodes(nt)} n ON {id_expr(col, kinds[nt], 'e')} = n.raw_id "
                 f"ORDER BY e.__row LIMIT 1"
@@ -306,7 +332,7 @@ class _Run:
         t0 = time.perf_counter()
         nt, table = node.name, self._nodes(node.name)
         os.makedirs(os.path.join(self.out, "id_map"), exist_ok=True)
-        self.con.execute(
+        self.db.execute(
             f"COPY (SELECT int_id, raw_id FROM {table} ORDER BY int_id) TO "
             f"{sql_str(os.path.join(self.out, id_map_path(nt)))} ({self.parquet})"
         )
@@ -327,7 +353,7 @@ class _Run:
                       f"JOIN {table} n ON {id_expr(ns.id_column, kind, 'r')} = n.raw_id")
         else:
             source = f"SELECT int_id, int_id % {self.P} AS part FROM {table}"
-        self.con.execute(f"COPY ({source}) TO {sql_str(target)} ({self.parquet}, PARTITION_BY (part))")
+        self.db.execute(f"COPY ({source}) TO {sql_str(target)} ({self.parquet}, PARTITION_BY (part))")
         self._move_hive(target, lambda p: node_dir(p, nt))
         self._log_rate(f"id map + node files {nt}", node.count, t0)
 
@@ -478,16 +504,24 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
             else:
                 raise UsageError(f"node type {nt!r} has no node table and appears in no edge type")
         supervision = {str(et) for et in task.supervision_edge_types}
-        edge_infos: dict[str, EdgeTypeInfo] = {}
-        for key, (es, table) in edge_srcs.items():
-            edge_infos.update(_write_edge_type(run, task, key, es, table, kinds, supervision))
-        node_infos: dict[str, NodeTypeInfo] = {}
-        for nt, node in nodes.items():
-            run.write_node_outputs(node)
-            node_infos[nt] = NodeTypeInfo(
-                count=node.count, id_dtype=node.kind, feature_dim=node.feature_dim,
-                counts_per_partition=run.rows_per_partition(lambda p, n=nt: node_dir(p, n)))
-        run.con.close()
+        # steps 3 and 4 only read the node tables and write disjoint folders: run them side by
+        # side, so one step's single-threaded stretches (Parquet finalisation, file moves, footer
+        # reads) overlap another's scans; results are collected in config order
+        with ThreadPoolExecutor(max_workers=PARALLEL_STEPS) as pool:
+            edge_jobs = [pool.submit(_write_edge_type, run, task, key, es, table, kinds, supervision)
+                         for key, (es, table) in edge_srcs.items()]
+            node_jobs = {nt: pool.submit(run.write_node_outputs, node) for nt, node in nodes.items()}
+            edge_infos: dict[str, EdgeTypeInfo] = {}
+            for job in edge_jobs:
+                edge_infos.update(job.result())
+            node_infos: dict[str, NodeTypeInfo] = {}
+            for nt, job in node_jobs.items():
+                job.result()
+                node = nodes[nt]
+                node_infos[nt] = NodeTypeInfo(
+                    count=node.count, id_dtype=node.kind, feature_dim=node.feature_dim,
+                    counts_per_partition=run.rows_per_partition(lambda p, n=nt: node_dir(p, n)))
+        run.close()
         total_edges = sum(e.count for e in edge_infos.values())
         elapsed = time.perf_counter() - t_start
         manifest = Manifest(
