@@ -103,9 +103,9 @@ def _report_stages(run_dir: str, out: TextIO, stop: threading.Event, poll_s: flo
             if key not in seen:
                 seen.add(key)
                 print(_record_line(r), file=out, flush=True)
-        if finished or stop.wait(poll_s):
-            if finished:
-                return
+        if finished:  # the read after ``stop`` was the last one
+            return
+        stop.wait(poll_s)
 
 
 @contextlib.contextmanager

@@ -173,7 +173,7 @@ def run_export(run_dir: str, node_type: str) -> dict:
     task, res = load_frozen(run_dir)
     with recorded(run_dir, "export", name=f"export-{node_type}", node_type=node_type) as record:
         (done,) = export_run(task, run_dir, node_types=[node_type], project=res.shared.project)
-        record.update(node_type=node_type, rows=done.rows, table=done.table, where=done.where)
+        record.update(rows=done.rows, table=done.table, where=done.where)
     return record
 
 

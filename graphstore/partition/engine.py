@@ -106,7 +106,6 @@ class _Run:
             "temp_directory": os.path.join(staging, "spill"),
             "preserve_insertion_order": False,
         })
-        self.con.execute("SET enable_progress_bar = false")
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursor_lock = threading.Lock()
