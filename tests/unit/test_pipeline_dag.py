@@ -12,7 +12,9 @@ import yaml
 
 from graphstore.config import load_config_pair
 from graphstore.errors import UsageError
-from pipeline.stages import STAGES, freeze, resolve_placeholders, stage_range
+from pipeline.stages import (
+    STAGES, freeze, read_records, recorded, resolve_placeholders, stage_range,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,3 +110,18 @@ def test_pipeline_module_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_stage_record_says_running_from_its_start_then_ok_or_failed(tmp_path):
+    run = str(tmp_path / "run")
+    with recorded(run, "export", name="export-user", node_type="user") as record:
+        (during,) = read_records(run)
+        record["rows"] = 3
+    assert during == {"stage": "export", "status": "running", "node_type": "user"}
+    (done,) = read_records(run)
+    assert done["status"] == "ok" and done["rows"] == 3 and done["node_type"] == "user"
+    assert "seconds" in done
+    with pytest.raises(ValueError), recorded(run, "train"):
+        raise ValueError("bad batch")
+    failed = [r for r in read_records(run) if r["stage"] == "train"]
+    assert failed[0]["status"] == "failed" and "bad batch" in failed[0]["error"]
