@@ -6,15 +6,17 @@ Order of work (each step logs rows and rows/s):
   2. per node type, build a DuckDB table ``(int_id, raw_id)``: ids from the node table when
      one is given (nulls, duplicates, bad features rejected), else the distinct edge endpoints;
      dense ids follow ascending raw id;
-  3. per edge type, one streaming ``COPY`` joins both endpoints to dense ids and writes Parquet
-     split by the anchor's partition; fewer rows out than in means null or dangling endpoints:
-     an error naming the first offending row, or (``danglingEdges: drop``) a reported count;
+  3. per edge type, both endpoints are mapped to dense ids and the edges written split by the
+     anchor's partition: in one chunked pass that also writes the reverse type and the labels
+     when both id maps fit in memory (:mod:`graphstore.partition.edge_stream`, Parquet input),
+     else by a DuckDB join that spills; fewer rows out than in means null or dangling
+     endpoints: an error naming the first offending row, or (``danglingEdges: drop``) a count;
   4. id maps, partition books and per-partition node files (steps 3 and 4 run two at a time,
      :data:`PARALLEL_STEPS`; they only read the node tables);
   5. checksums, then ``manifest.json`` LAST, then the finished folder replaces the output.
 
-Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder, so peak RSS does not
-grow with the edge count beyond that limit. Everything is written to a staging folder beside the
+Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder; an in-memory id map
+may use up to :data:`LOOKUP_SHARE` of that limit. Peak RSS does not grow with the edge count. Everything is written to a staging folder beside the
 output; a crash leaves the old output untouched (local) and never a manifest for a partial set.
 """
 
@@ -35,11 +37,14 @@ from typing import TYPE_CHECKING, Literal, Sequence
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from graphstore import uris
 from graphstore.errors import InputDataError, UsageError
+from graphstore.partition import node_arrays
 from graphstore.partition import sources as src_mod
+from graphstore.partition.edge_stream import EdgeOutput, IdLookup, stream_edges
 from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
 from graphstore.shards.format import (
     MANIFEST,
@@ -64,6 +69,8 @@ log = logging.getLogger(__name__)
 PARALLEL_STEPS = 2
 """Edge-type and node-file steps run this many at a time (each on its own DuckDB connection;
 DuckDB's own threads and ``memoryLimitMb`` are shared by all of them)."""
+LOOKUP_SHARE = 0.25
+"""Fraction of ``memoryLimitMb`` one node type's in-memory id map may take (else: SQL join)."""
 MARKER = ".graphstore-shards"  # written first: identifies a folder (even a partial one) as ours
 
 
@@ -111,6 +118,9 @@ class _Run:
         self._cursor_lock = threading.Lock()
         self.dropped: dict[str, int] = {}
         self.node_tables: dict[str, tuple] = {}  # node type -> (NodeSource, Table, IdKind)
+        self.node_arrays: dict[str, node_arrays.NodeArrays] = {}  # node tables held in memory
+        self.lookups: dict[str, IdLookup | None] = {}  # node type -> in-memory id map, if it fits
+        self.lookup_budget = int(pcfg.memory_limit_mb * LOOKUP_SHARE) << 20
         self.stats: dict[str, float] = {}
 
     @property
@@ -171,22 +181,37 @@ class _Run:
 
     # -- 2. node tables -----------------------------------------------------------------------
     def build_nodes_from_table(self, nt: str, ns: "NodeSource", table: Table, kind: IdKind) -> _NodeType:
+        """Number a node table's ids (in memory when it fits :attr:`lookup_budget`, else in
+        DuckDB); null and duplicate ids are errors naming their rows."""
         t0 = time.perf_counter()
         if table.num_rows == 0:
             raise InputDataError(f"{table.uri}: node table for {nt!r} is empty")
-        idc = sql_ident(ns.id_column)
         key = f"datasetConfig.dataSources.nodes[{nt}].featureColumns"
-        width = src_mod.check_features(self.db, table, table.relation, ns.feature_columns, key)
+        scalar = not (ns.feature_columns and src_mod.features_are_one_list(
+            table, ns.feature_columns, key))
+        width = len(ns.feature_columns)
+        in_memory = scalar and table.fmt == "parquet" and node_arrays.estimated_bytes(
+            table.num_rows, kind == "string", width) <= self.lookup_budget
+        if not in_memory:  # values checked by a scan; in memory they are checked once read
+            width = src_mod.check_features(self.db, table, table.relation, ns.feature_columns, key)
         nodes = self._nodes(nt)
-        self.db.execute(
-            f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 AS int_id, "
-            f"raw_id FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id FROM {table.relation})"
-        )
-        nulls, distinct = self.db.execute(
-            f"SELECT count_if(raw_id IS NULL), count(DISTINCT raw_id) FROM {nodes}").fetchone()
+        if in_memory:
+            arrays = node_arrays.read_nodes(table.path, ns.id_column, kind == "string",
+                                            ns.feature_columns, width)
+            if arrays.feats is not None and not np.isfinite(arrays.feats).all():
+                self.report_bad_values(table, [(ns.feature_columns, key)])
+            nulls, distinct = arrays.nulls, table.num_rows - arrays.duplicates
+        else:
+            self.db.execute(
+                f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 AS int_id, "
+                f"raw_id FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id FROM {table.relation})"
+            )
+            nulls, distinct = self.db.execute(
+                f"SELECT count_if(raw_id IS NULL), count(DISTINCT raw_id) FROM {nodes}").fetchone()
         if nulls:
             src_mod.report_null_ids(self.db, table, ns.id_column)
         if distinct != table.num_rows:
+            idc = sql_ident(ns.id_column)
             raw, rows = self.db.execute(
                 f"SELECT CAST({idc} AS VARCHAR), list(__row ORDER BY __row) FROM {table.numbered()} "
                 f"GROUP BY {idc} HAVING count(*) > 1 ORDER BY min(__row) LIMIT 1"
@@ -195,8 +220,15 @@ class _Run:
                 f"{table.uri}: column {ns.id_column!r}: duplicate node id {raw!r} at rows "
                 f"{', '.join(map(str, rows[:5]))} ({table.num_rows - distinct} duplicate row(s))"
             )
+        if in_memory:  # the SQL paths (error reports, edges that cannot stream) join this table
+            self.node_arrays[nt] = arrays
+            ids = pa.table({"int_id": np.arange(arrays.count, dtype=np.int64),
+                            "raw_id": arrays.sorted_ids})
+            self.db.register("__node_ids", ids)
+            self.db.execute(f"CREATE TABLE {nodes} AS SELECT * FROM __node_ids")
+            self.db.unregister("__node_ids")
         self.node_tables[nt] = (ns, table, kind)
-        self._log_rate(f"nodes {nt}", table.num_rows, t0)
+        self._log_rate(f"nodes {nt}" + " (in memory)" * in_memory, table.num_rows, t0)
         return _NodeType(nt, kind, table.num_rows, width)
 
     def build_nodes_from_edges(self, nt: str, kind: IdKind,
@@ -221,25 +253,104 @@ class _Run:
     def _nodes(nt: str) -> str:
         return sql_ident(f"nodes__{nt}")
 
-    # -- 3. edges -----------------------------------------------------------------------------
-    def write_edges(self, key: str, es: "EdgeSource", table: Table,
-                    kinds: dict[str, IdKind]) -> tuple[bool, int]:
-        """Write one edge type split by partition; returns (has_weight, feature_dim)."""
+    def build_lookup(self, nt: str) -> None:
+        """Keep ``nt``'s raw ids in memory for the chunked edge path when they fit the budget."""
         t0 = time.perf_counter()
-        et = es.edge_type
+        if nt in self.node_arrays:
+            ids = self.node_arrays[nt].sorted_ids
+        else:
+            ids = self.db.execute(f"SELECT raw_id FROM {self._nodes(nt)} ORDER BY int_id"
+                                  ).to_arrow_table().column(0).combine_chunks()
+        self.lookups[nt] = IdLookup.build(ids, self.lookup_budget)
+        log.info("step=%r in_memory=%s seconds=%.2f", f"id lookup {nt}",
+                 self.lookups[nt] is not None, time.perf_counter() - t0)
+
+    # -- 3. edges -----------------------------------------------------------------------------
+    def check_edge_table(self, key: str, es: "EdgeSource", table: Table, scan: bool = True) -> int:
+        """Reject an empty table and bad weights or features; return the feature width.
+
+        With ``scan=False`` only the column types are checked when every weight and feature
+        column is scalar (the caller checks the values, see :meth:`report_bad_values`).
+        """
         if table.num_rows == 0:
             raise InputDataError(f"{table.uri}: edge table for {key} is empty")
         cfg = f"datasetConfig.dataSources.edges[{key}]"
+        checks = [((es.weight_column,), f"{cfg}.weightColumn")] if es.weight_column else []
+        checks.append((es.feature_columns, f"{cfg}.featureColumns"))
+        if not scan and not any(cols and src_mod.features_are_one_list(table, cols, ck)
+                                for cols, ck in checks):
+            return len(es.feature_columns)
+        widths = [src_mod.check_features(self.db, table, table.relation, cols, ck)
+                  for cols, ck in checks]
+        return widths[-1]
+
+    def report_bad_values(self, table: Table, checks: list[tuple[tuple[str, ...], str]]) -> None:
+        """Raise the row-level error for values an in-memory check found null, NaN or infinite."""
+        for cols, config_key in checks:
+            src_mod.check_features(self.db, table, table.relation, cols, config_key)
+        raise InputDataError(f"{table.uri}: null, NaN or infinite weight or feature values")
+
+    def can_stream(self, es: "EdgeSource", table: Table) -> bool:
+        """True when :meth:`stream_edges` can write this edge type (Parquet, id maps in memory)."""
+        et = es.edge_type
+        return (table.fmt == "parquet" and self.lookups.get(et.src_node_type) is not None
+                and self.lookups.get(et.dst_node_type) is not None)
+
+    def stream_edges(self, key: str, es: "EdgeSource", table: Table, kinds: dict[str, IdKind],
+                     reverse_key: str | None, own_labels: bool) -> tuple[bool, int]:
+        """Write one edge type, its reverse type and its labels in one chunked pass over the
+        raw file (:mod:`graphstore.partition.edge_stream`); returns (has_weight, feature_dim)."""
+        t0 = time.perf_counter()
+        width = self.check_edge_table(key, es, table, scan=False)
+        et = es.edge_type
+        outputs = [EdgeOutput(lambda p: os.path.join(self.out, edge_dir(p, key)),
+                              "src", anchor_side(self.direction), True)]
+        if reverse_key:  # the flipped edge's anchor: old src for "in" sampling, old dst for "out"
+            outputs.append(EdgeOutput(lambda p: os.path.join(self.out, edge_dir(p, reverse_key)),
+                                      "dst", "src" if self.direction == "in" else "dst", True))
+        if own_labels:  # labels sit with their source, the anchor of link prediction
+            outputs.append(EdgeOutput(lambda p: os.path.join(self.out, label_dir(p, key)),
+                                      "src", "src", False))
+        result = stream_edges(
+            table.path, src_column=es.src_column, dst_column=es.dst_column,
+            weight_column=es.weight_column, feature_columns=es.feature_columns,
+            feature_width=width, src_lookup=self.lookups[et.src_node_type],
+            dst_lookup=self.lookups[et.dst_node_type], num_partitions=self.P, outputs=outputs,
+            compression=self.task.dataset.partition.parquet_compression,
+            stop_on_missing=self.dangling == "error")
+        if result.bad_values:
+            cfg = f"datasetConfig.dataSources.edges[{key}]"
+            self.report_bad_values(table, [((es.weight_column,), f"{cfg}.weightColumn")] * bool(
+                es.weight_column) + [(es.feature_columns, f"{cfg}.featureColumns")])
+        if result.missing:
+            missing = result.missing
+            if result.stopped_early:  # the pass stopped at the first bad chunk: count them all
+                missing = table.num_rows - self.db.execute(
+                    f"SELECT count(*) FROM {table.relation} e "
+                    f"JOIN {self._nodes(et.src_node_type)} s "
+                    f"ON {id_expr(es.src_column, kinds[et.src_node_type], 'e')} = s.raw_id "
+                    f"JOIN {self._nodes(et.dst_node_type)} d "
+                    f"ON {id_expr(es.dst_column, kinds[et.dst_node_type], 'e')} = d.raw_id"
+                ).fetchone()[0]
+            self._explain_missing_edges(key, es, table, kinds, missing)
+        written = " + reverse" * bool(reverse_key) + " + labels" * own_labels
+        self._log_rate(f"edges {key}{written} (in memory)", table.num_rows, t0)
+        self.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
+        return bool(es.weight_column), width
+
+    def write_edges(self, key: str, es: "EdgeSource", table: Table,
+                    kinds: dict[str, IdKind]) -> tuple[bool, int]:
+        """Write one edge type split by partition with a DuckDB join (any size, spills);
+        returns (has_weight, feature_dim)."""
+        t0 = time.perf_counter()
+        et = es.edge_type
+        width = self.check_edge_table(key, es, table)
         cols = [f"{id_expr(es.src_column, kinds[et.src_node_type])} AS __s",
                 f"{id_expr(es.dst_column, kinds[et.dst_node_type])} AS __d"]
         out_cols = ["s.int_id AS src", "d.int_id AS dst"]
         if es.weight_column:
-            src_mod.check_features(self.db, table, table.relation, (es.weight_column,),
-                                   f"{cfg}.weightColumn")
             cols.append(f"CAST({sql_ident(es.weight_column)} AS FLOAT) AS __w")
             out_cols.append("e.__w AS weight")
-        width = src_mod.check_features(self.db, table, table.relation, es.feature_columns,
-                                       f"{cfg}.featureColumns")
         if width:
             cols.append(src_mod.feature_sql(table, es.feature_columns, width))
             out_cols.extend(f"e.f_{i}" for i in range(width))
@@ -331,10 +442,15 @@ class _Run:
         t0 = time.perf_counter()
         nt, table = node.name, self._nodes(node.name)
         os.makedirs(os.path.join(self.out, "id_map"), exist_ok=True)
-        self.db.execute(
-            f"COPY (SELECT int_id, raw_id FROM {table} ORDER BY int_id) TO "
-            f"{sql_str(os.path.join(self.out, id_map_path(nt)))} ({self.parquet})"
-        )
+        compression = self.task.dataset.partition.parquet_compression
+        arrays = self.node_arrays.get(nt)
+        if arrays is not None:
+            node_arrays.write_id_map(arrays, os.path.join(self.out, id_map_path(nt)), compression)
+        else:
+            self.db.execute(
+                f"COPY (SELECT int_id, raw_id FROM {table} ORDER BY int_id) TO "
+                f"{sql_str(os.path.join(self.out, id_map_path(nt)))} ({self.parquet})"
+            )
         book_path = os.path.join(self.out, partition_book_path(nt))
         os.makedirs(os.path.dirname(book_path), exist_ok=True)
         book = np.lib.format.open_memmap(book_path, mode="w+", dtype=np.int32, shape=(node.count,))
@@ -344,6 +460,12 @@ class _Run:
             book[lo:hi] = np.arange(lo, hi, dtype=np.int64) % self.P
         book.flush()
         del book
+        if arrays is not None:
+            node_arrays.write_node_files(arrays, self.P,
+                                         lambda p: os.path.join(self.out, node_dir(p, nt)),
+                                         compression)
+            self._log_rate(f"id map + node files {nt} (in memory)", node.count, t0)
+            return
         target = os.path.join(self.hive, "nodes", nt)
         if nt in self.node_tables and node.feature_dim:
             ns, raw, kind = self.node_tables[nt]
@@ -413,19 +535,20 @@ def _write_edge_type(run: _Run, task: "TaskConfig", key: str, es: "EdgeSource", 
     labels, so its files serve as the labels (``labels_from``) instead of a second copy.
     """
     et = es.edge_type
-    has_weight, width = run.write_edges(key, es, table, kinds)
-    written = [(key, et, None)]
     reverse_key = None
     if task.dataset.partition.add_reverse_edges and et.src_node_type != et.dst_node_type:
         reverse_key = str(et.reverse())
-        run.write_reverse_edges(key, reverse_key, has_weight, width)
-        written.append((reverse_key, et.reverse(), key))
-    labels_from = None
-    if key in supervision:
-        if reverse_key and run.direction == "in":
-            labels_from = reverse_key
-        else:
+    labels_from = reverse_key if key in supervision and run.direction == "in" else None
+    own_labels = key in supervision and not labels_from
+    if run.can_stream(es, table):
+        has_weight, width = run.stream_edges(key, es, table, kinds, reverse_key, own_labels)
+    else:
+        has_weight, width = run.write_edges(key, es, table, kinds)
+        if reverse_key:
+            run.write_reverse_edges(key, reverse_key, has_weight, width)
+        if own_labels:
             run.write_labels(key)
+    written = [(key, et, None)] + ([(reverse_key, et.reverse(), key)] if reverse_key else [])
     infos = {}
     for out_key, out_et, reverse_of in written:
         counts = run.rows_per_partition(lambda p, k=out_key: edge_dir(p, k))
@@ -494,14 +617,19 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
                                              *es.feature_columns)))
                      for es in task.dataset.edge_sources}
         kinds = run.resolve_id_kinds(node_srcs, edge_srcs)
-        nodes: dict[str, _NodeType] = {}
         for nt in task.graph_metadata.node_types:
-            if nt in node_srcs:
-                nodes[nt] = run.build_nodes_from_table(nt, *node_srcs[nt], kinds[nt])
-            elif nt in kinds:
-                nodes[nt] = run.build_nodes_from_edges(nt, kinds[nt], edge_srcs)
-            else:
+            if nt not in node_srcs and nt not in kinds:
                 raise UsageError(f"node type {nt!r} has no node table and appears in no edge type")
+
+        def build_nodes(nt: str) -> _NodeType:
+            node = (run.build_nodes_from_table(nt, *node_srcs[nt], kinds[nt]) if nt in node_srcs
+                    else run.build_nodes_from_edges(nt, kinds[nt], edge_srcs))
+            run.build_lookup(nt)
+            return node
+
+        with ThreadPoolExecutor(max_workers=PARALLEL_STEPS) as pool:
+            nodes = dict(zip(task.graph_metadata.node_types,
+                             pool.map(build_nodes, task.graph_metadata.node_types)))
         supervision = {str(et) for et in task.supervision_edge_types}
         # steps 3 and 4 only read the node tables and write disjoint folders: run them side by
         # side, so one step's single-threaded stretches (Parquet finalisation, file moves, footer

@@ -1,0 +1,218 @@
+"""The in-memory edge path: raw Parquet edges -> dense shard files in one chunked pass.
+
+When every endpoint node type's id map fits in memory (:meth:`IdLookup.build`), an edge type is
+written without a database join: the raw file is read in chunks of :data:`CHUNK_ROWS` rows, both
+id columns are mapped to dense ids in memory, and each chunk writes the forward edges, the
+reverse edges and the labels of every partition at once (the SQL path reads its own output back
+for the last two). The engine (:mod:`graphstore.partition.engine`) falls back to its DuckDB join,
+which spills to disk, for larger id maps and for CSV input; both paths write the same rows.
+
+Ordering rule: chunk ``i`` writes ``<folder>/<i:06d>.parquet``, so files sorted by name hold the
+input's rows in input order, and edge ids (format: files by name, rows in order) do not depend
+on thread timing. A partition that gets no rows from a chunk gets no file for it.
+
+Memory: the lookups, plus about :data:`IN_FLIGHT` chunks (each ~100 bytes per row in all its
+forms), whatever the edge count.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+CHUNK_ROWS = 1 << 20
+"""Rows read, mapped and written per step (more when a hashed lookup is large, :func:`chunk_rows`)."""
+MAX_CHUNK_ROWS = 1 << 22
+MAX_HASHED_IDS = MAX_CHUNK_ROWS // 2
+"""A hashed lookup (string ids, or sparse integer ids) is rebuilt for every chunk, so node types
+with more ids than this use the SQL join instead."""
+IN_FLIGHT = 2
+"""Chunks processed at the same time (Arrow and numpy release the GIL for the heavy parts)."""
+CODECS = {"uncompressed": "none", "snappy": "snappy", "zstd": "zstd"}
+
+
+class IdLookup:
+    """Raw id -> dense id of one node type, in memory. Dense ids follow ascending raw id.
+
+    Integer ids whose range is small enough use a direct table (``dense = table[raw - low]``);
+    other ids use Arrow's hashed ``index_in`` against the sorted ids.
+    """
+
+    def __init__(self, sorted_ids: pa.Array, table: np.ndarray | None, low: int) -> None:
+        self.sorted_ids = sorted_ids
+        self.table = table
+        self.low = low
+
+    @classmethod
+    def build(cls, sorted_ids: pa.Array, budget_bytes: int) -> "IdLookup | None":
+        """A lookup for ``sorted_ids`` (ascending, unique, no nulls), or None when it would
+        cost more than ``budget_bytes`` or be slower than the database join."""
+        n = len(sorted_ids)
+        if pa.types.is_integer(sorted_ids.type) and n:
+            ids = sorted_ids.to_numpy()
+            low, span = int(ids[0]), int(ids[-1]) - int(ids[0]) + 1
+            if span * 8 <= budget_bytes:
+                table = np.full(span, -1, dtype=np.int64)
+                table[ids - low] = np.arange(n, dtype=np.int64)
+                return cls(sorted_ids, table, low)
+        if n > MAX_HASHED_IDS or 3 * sorted_ids.nbytes > budget_bytes:
+            return None
+        return cls(sorted_ids, None, 0)
+
+    def map(self, column: pa.Array) -> np.ndarray:
+        """int64 dense ids of ``column``'s raw ids; -1 where the id is null or unknown."""
+        if self.table is not None:
+            raw = pc.cast(column, pa.int64())
+            values = raw.fill_null(self.low - 1).to_numpy() if raw.null_count else raw.to_numpy()
+            known = (values >= self.low) & (values < self.low + len(self.table))
+            out = np.full(len(values), -1, dtype=np.int64)
+            out[known] = self.table[values[known] - self.low]
+            return out
+        if column.type != self.sorted_ids.type:
+            column = pc.cast(column, self.sorted_ids.type)
+        found = pc.index_in(column, value_set=self.sorted_ids)
+        return found.fill_null(-1).to_numpy().astype(np.int64)
+
+
+@dataclass(frozen=True)
+class EdgeOutput:
+    """One set of files an edge chunk is written to.
+
+    ``src_side`` names the input endpoint that becomes the output's ``src`` column (``dst``
+    flips the edge); ``anchor_side`` the input endpoint whose partition holds the row.
+    """
+
+    folder_for: Callable[[int], str]  # partition -> folder (absolute)
+    src_side: Literal["src", "dst"]
+    anchor_side: Literal["src", "dst"]
+    with_attributes: bool  # weight and features (labels carry only src, dst)
+
+
+@dataclass
+class StreamResult:
+    rows_in: int = 0
+    missing: int = 0  # rows whose endpoint is null or unknown (not written)
+    stopped_early: bool = False  # stop_on_missing hit a missing endpoint
+    bad_values: bool = False  # a weight or feature is null, NaN or infinite (pass stopped)
+
+
+def _float32(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.cast(column, pa.float32()).to_numpy(zero_copy_only=False))
+
+
+def feature_matrix(batch: pa.RecordBatch | pa.Table, columns: tuple[str, ...],
+                   width: int) -> np.ndarray | None:
+    """float32 [rows, width] of validated features: one list column, or one scalar per column."""
+    if not width:
+        return None
+    kind = batch.schema.field(columns[0]).type
+    if len(columns) == 1 and (pa.types.is_list(kind) or pa.types.is_large_list(kind)
+                              or pa.types.is_fixed_size_list(kind)):
+        return _float32(pc.list_flatten(batch.column(columns[0]))).reshape(-1, width)
+    return np.stack([_float32(batch.column(c)) for c in columns], axis=1)
+
+
+def chunk_rows(*lookups: IdLookup) -> int:
+    """Rows per chunk: :data:`CHUNK_ROWS`, or twice the largest hashed lookup (which is rebuilt
+    for every chunk), at most :data:`MAX_CHUNK_ROWS`."""
+    hashed = max((len(lk.sorted_ids) for lk in lookups if lk.table is None), default=0)
+    return min(max(CHUNK_ROWS, 2 * hashed), MAX_CHUNK_ROWS)
+
+
+def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: str | None,
+                 feature_columns: tuple[str, ...], feature_width: int,
+                 src_lookup: IdLookup, dst_lookup: IdLookup, num_partitions: int,
+                 outputs: list[EdgeOutput], compression: str,
+                 stop_on_missing: bool) -> StreamResult:
+    """Map and write every chunk of one raw Parquet edge file (rules in the module docstring).
+
+    Rows with a null or unknown endpoint are counted and not written; with ``stop_on_missing``
+    the pass stops at the first chunk that has one (the caller then reports the error). A null,
+    NaN or infinite weight or feature stops the pass (``bad_values``). Feature columns must be
+    scalar, or one list column of ``feature_width`` values per row (already checked).
+    """
+    columns = list(dict.fromkeys([src_column, dst_column,
+                                  *([weight_column] if weight_column else []), *feature_columns]))
+    codec = CODECS[compression]
+    result = StreamResult()
+
+    def write(chunk: int, batch: pa.RecordBatch) -> tuple[int, bool]:
+        weight = _float32(batch.column(weight_column)) if weight_column else None
+        feats = feature_matrix(batch, feature_columns, feature_width)
+        if any(a is not None and not np.isfinite(a).all() for a in (weight, feats)):
+            return 0, True
+        ends = {"src": src_lookup.map(batch.column(src_column)),
+                "dst": dst_lookup.map(batch.column(dst_column))}
+        keep = (ends["src"] >= 0) & (ends["dst"] >= 0)
+        missing = len(keep) - int(np.count_nonzero(keep))
+        if missing and stop_on_missing:
+            return missing, False
+        if missing:
+            ends = {k: v[keep] for k, v in ends.items()}
+            weight = weight[keep] if weight is not None else None
+            feats = feats[keep] if feats is not None else None
+        for out in outputs:
+            _write_output(chunk, out, ends, weight, feats, num_partitions, codec)
+        return missing, False
+
+    def collect(job: Future) -> bool:
+        """Add a finished chunk to the result; True when the pass must stop."""
+        missing, bad = job.result()
+        result.missing += missing
+        result.bad_values |= bad
+        return bad or bool(missing and stop_on_missing)
+
+    pending: list[Future] = []
+    stop = False
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        batches = pq.ParquetFile(path).iter_batches(
+            batch_size=chunk_rows(src_lookup, dst_lookup), columns=columns)
+        for chunk, batch in enumerate(batches):
+            result.rows_in += batch.num_rows
+            pending.append(pool.submit(write, chunk, batch))
+            if len(pending) >= IN_FLIGHT and collect(pending.pop(0)):
+                stop = True
+                break
+        for job in pending:
+            stop = collect(job) or stop
+    result.stopped_early = stop
+    return result
+
+
+def _write_output(chunk: int, out: EdgeOutput, ends: dict[str, np.ndarray],
+                  weight: np.ndarray | None, feats: np.ndarray | None,
+                  num_partitions: int, codec: str) -> None:
+    """Split one mapped chunk by anchor partition and write a file per partition."""
+    src = ends[out.src_side]
+    dst = ends["dst" if out.src_side == "src" else "src"]
+    part = ends[out.anchor_side] % num_partitions
+    if num_partitions == 1:
+        order, bounds = None, np.array([0, len(part)])
+    else:  # a stable sort keeps input order within each partition (a radix sort for uint16)
+        order = np.argsort(part.astype(np.uint16 if num_partitions <= 1 << 16 else np.int64),
+                           kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=num_partitions))])
+    for p in range(num_partitions):
+        lo, hi = int(bounds[p]), int(bounds[p + 1])
+        if lo == hi:
+            continue
+        rows = slice(lo, hi) if order is None else order[lo:hi]
+        cols = {"src": src[rows], "dst": dst[rows]}
+        if out.with_attributes:
+            if weight is not None:
+                cols["weight"] = weight[rows]
+            if feats is not None:
+                block = feats[rows]
+                cols.update((f"f_{i}", np.ascontiguousarray(block[:, i]))
+                            for i in range(block.shape[1]))
+        folder = out.folder_for(p)
+        os.makedirs(folder, exist_ok=True)
+        pq.write_table(pa.table(cols), os.path.join(folder, f"{chunk:06d}.parquet"),
+                       compression=codec, use_dictionary=False)

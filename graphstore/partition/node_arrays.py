@@ -1,0 +1,81 @@
+"""The in-memory node path: a raw Parquet node table -> id map and per-partition node files.
+
+Used when a node table fits the memory budget (:func:`estimated_bytes`); the engine's DuckDB path
+handles larger tables and CSV. Both write the same rows (format: graphstore.shards.format):
+
+- dense id ``i`` is the ``i``-th raw id in ascending order (strings by byte order, as DuckDB);
+- partition ``p`` owns dense ids ``p, p + P, p + 2P, ...`` and its file lists them in that order.
+
+Validation that needs row numbers for its message (null ids, duplicates, bad features) is left
+to the caller's SQL checks; this module only detects nulls and duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from graphstore.partition.edge_stream import CODECS, feature_matrix
+
+
+def estimated_bytes(num_rows: int, string_ids: bool, feature_width: int) -> int:
+    """Peak memory of :func:`read_nodes` plus the writers, per the arrays they hold."""
+    return num_rows * (24 + (40 if string_ids else 8) + 8 * feature_width)
+
+
+@dataclass(frozen=True)
+class NodeArrays:
+    """One node type held in memory, ordered by dense id."""
+
+    sorted_ids: pa.Array  # raw ids, ascending: position = dense id
+    feats: np.ndarray | None  # float32 [count, width], row = dense id
+    nulls: int  # null ids found (the table is unusable when > 0)
+    duplicates: int  # rows whose id repeats an earlier one (unusable when > 0)
+
+    @property
+    def count(self) -> int:
+        return len(self.sorted_ids)
+
+
+def read_nodes(path: str, id_column: str, string_ids: bool, feature_columns: tuple[str, ...],
+               feature_width: int) -> NodeArrays:
+    """Read a Parquet node table and order it by raw id."""
+    table = pq.read_table(path, columns=list(dict.fromkeys([id_column, *feature_columns])))
+    ids = pc.cast(table.column(id_column), pa.string() if string_ids else pa.int64())
+    ids = ids.combine_chunks()
+    if ids.null_count:
+        return NodeArrays(ids, None, ids.null_count, 0)
+    order = pc.sort_indices(ids).to_numpy() if string_ids else np.argsort(ids.to_numpy(),
+                                                                           kind="stable")
+    sorted_ids = ids.take(pa.array(order))
+    duplicates = 0
+    if len(sorted_ids) > 1:
+        same = pc.equal(sorted_ids.slice(1), sorted_ids.slice(0, len(sorted_ids) - 1))
+        duplicates = int(pc.sum(same).as_py() or 0)
+    feats = feature_matrix(table, feature_columns, feature_width)
+    return NodeArrays(sorted_ids, None if feats is None else feats[order], 0, duplicates)
+
+
+def write_id_map(nodes: NodeArrays, path: str, compression: str) -> None:
+    """``int_id, raw_id`` in dense id order."""
+    table = pa.table({"int_id": np.arange(nodes.count, dtype=np.int64), "raw_id": nodes.sorted_ids})
+    pq.write_table(table, path, compression=CODECS[compression], use_dictionary=False)
+
+
+def write_node_files(nodes: NodeArrays, num_partitions: int, folder_for, compression: str) -> None:
+    """Each partition's dense ids (and features) to ``folder_for(p)/000000.parquet``."""
+    for p in range(min(num_partitions, nodes.count)):
+        cols = {"int_id": np.arange(p, nodes.count, num_partitions, dtype=np.int64)}
+        if nodes.feats is not None:
+            block = nodes.feats[p::num_partitions]
+            cols.update((f"f_{i}", np.ascontiguousarray(block[:, i]))
+                        for i in range(block.shape[1]))
+        folder = folder_for(p)
+        os.makedirs(folder, exist_ok=True)
+        pq.write_table(pa.table(cols), os.path.join(folder, "000000.parquet"),
+                       compression=CODECS[compression], use_dictionary=False)
