@@ -21,7 +21,7 @@ import yaml
 
 from graphstore.config import ConfigError, load_config_pair
 from graphstore.errors import InputDataError, UsageError
-from graphstore.partition import partition_graph
+from graphstore.partition import edge_stream, engine, partition_graph
 from graphstore.shards.format import MANIFEST
 from graphstore.shards.reader import ShardFormatError, ShardSet
 
@@ -128,8 +128,16 @@ def raw_edges(shards: ShardSet, et: str) -> Counter:
     return out
 
 
+@pytest.fixture(params=["memory", "sql"])
+def path(request, monkeypatch):
+    """Run a test on the in-memory path (default for small inputs) and on the DuckDB path."""
+    if request.param == "sql":
+        monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)
+    return request.param
+
+
 @pytest.mark.parametrize("direction", ["in", "out"])
-def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction):
+def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, path):
     raw = make_raw(tmp_path / "raw")
     out = tmp_path / "shards"
     m = run_partition(tmp_path, task_dict(tmp_path / "raw", direction=direction), out)
@@ -184,6 +192,61 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction):
     # edge ids are one contiguous range per type
     eids = np.concatenate([shards.load_partition(p).edges["user__buys__item"].eids for p in range(2)])
     assert sorted(eids.tolist()) == list(range(200))
+
+
+def partition_contents(out: Path) -> dict:
+    """Everything a shard set holds, order-free within a partition (rows sorted)."""
+    shards = ShardSet.open(str(out))
+    m = shards.manifest
+    got: dict = {"id_map": {nt: shards.id_map(nt).to_pylist() for nt in m.node_types},
+                 "counts": {et: (i.counts_per_partition, i.labels_per_partition, i.reverse_of,
+                                 i.labels_from) for et, i in m.edge_types.items()}}
+    for p in range(m.num_partitions):
+        part = shards.load_partition(p)
+        for nt, n in part.nodes.items():
+            got[p, nt] = sorted(zip(n.ids.tolist(), *(n.feats.T.tolist() if n.feats is not None
+                                                      else [])))
+        for et, e in part.edges.items():
+            cols = [e.src, e.dst] + ([e.weight] if e.weight is not None else [])
+            got[p, et] = sorted(zip(*(c.tolist() for c in cols)))
+        for et, lab in part.labels.items():
+            got[p, "labels", et] = sorted(zip(lab.src.tolist(), lab.dst.tolist()))
+    return got
+
+
+@pytest.mark.parametrize("direction", ["in", "out"])
+def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkeypatch, direction):
+    make_raw(tmp_path / "raw")
+    task = task_dict(tmp_path / "raw", direction=direction)
+    monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)  # nothing fits: DuckDB join for everything
+    run_partition(tmp_path, task, tmp_path / "sql", num_partitions=3)
+    monkeypatch.undo()
+    monkeypatch.setattr(edge_stream, "CHUNK_ROWS", 32)  # 200 edges -> 7 chunks
+    monkeypatch.setattr(edge_stream, "MAX_CHUNK_ROWS", 32)
+    run_partition(tmp_path, task, tmp_path / "memory", num_partitions=3)
+    chunk_files = list((tmp_path / "memory" / "part_0" / "edges" / "user__buys__item").iterdir())
+    assert len(chunk_files) == 7
+    assert not list((tmp_path / "sql").glob("part_0/edges/*/000000.parquet"))  # really SQL
+    assert partition_contents(tmp_path / "memory") == partition_contents(tmp_path / "sql")
+
+
+def test_string_ids_are_numbered_in_byte_order_on_both_paths(tmp_path, monkeypatch):
+    """Dense ids follow ascending raw id; for strings that is UTF-8 byte order on both paths."""
+    ids = ["b", "ä", "Z", "a", "é", "日本", "a b", "10", "9"]
+    make_raw(tmp_path / "raw")
+    pq.write_table(pa.table({"user_id": ids, **{f"f_{j}": [float(j)] * len(ids) for j in range(3)}}),
+                   tmp_path / "raw" / "users.parquet")
+    pq.write_table(pa.table({"user_id": ids, "item_id": pa.array(ITEM_IDS[:len(ids)], pa.int64()),
+                             "weight": pa.array([1.0] * len(ids), pa.float32())}),
+                   tmp_path / "raw" / "user_item.parquet")
+    expected = sorted(ids, key=lambda s: s.encode())
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "memory")
+    monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "sql")
+    for out in ("memory", "sql"):
+        shards = ShardSet.open(str(tmp_path / out))
+        assert shards.id_map("user").column("raw_id").to_pylist() == expected, out
+        assert raw_edges(shards, "user__buys__item") == Counter(zip(ids, ITEM_IDS[:len(ids)]))
 
 
 def test_csv_input_and_homogeneous_from_edges_only(tmp_path):
@@ -292,7 +355,7 @@ def test_reader_rejects_missing_manifest_tampered_file_and_other_schema(tmp_path
         ShardSet.open(str(out))
 
 
-def test_dangling_edges_error_by_default_and_drop_reports_count(tmp_path):
+def test_dangling_edges_error_by_default_and_drop_reports_count(tmp_path, path):
     make_raw(tmp_path / "raw")
     edges = pq.read_table(tmp_path / "raw" / "user_item.parquet")
     extra = pa.table({"user_id": ["ghost-1", "ghost-2"],
@@ -349,7 +412,7 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_is_a_clear_error_and_leaves_no_manifest(tmp_path, case):
+def test_bad_input_is_a_clear_error_and_leaves_no_manifest(tmp_path, case, path):
     make_raw(tmp_path / "raw")
     corrupt, pattern = BAD_INPUTS[case]
     corrupt(tmp_path)
