@@ -119,11 +119,13 @@ def feature_matrix(batch: pa.RecordBatch | pa.Table, columns: tuple[str, ...],
     return np.stack([_float32(batch.column(c)) for c in columns], axis=1)
 
 
-def chunk_rows(*lookups: IdLookup) -> int:
+def chunk_rows(num_rows: int, *lookups: IdLookup) -> int:
     """Rows per chunk: :data:`CHUNK_ROWS`, or twice the largest hashed lookup (which is rebuilt
-    for every chunk), at most :data:`MAX_CHUNK_ROWS`."""
+    for every chunk), at most :data:`MAX_CHUNK_ROWS`; fewer when that leaves a small table
+    fewer than :data:`IN_FLIGHT` chunks (so it still uses every thread)."""
     hashed = max((len(lk.sorted_ids) for lk in lookups if lk.table is None), default=0)
-    return min(max(CHUNK_ROWS, 2 * hashed), MAX_CHUNK_ROWS)
+    target = min(max(CHUNK_ROWS, 2 * hashed), MAX_CHUNK_ROWS)
+    return max(min(target, -(-num_rows // IN_FLIGHT)), min(2 * hashed, target), 1)
 
 
 def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: str | None,
@@ -172,8 +174,9 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     pending: list[Future] = []
     stop = False
     with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-        batches = pq.ParquetFile(path).iter_batches(
-            batch_size=chunk_rows(src_lookup, dst_lookup), columns=columns)
+        reader = pq.ParquetFile(path)
+        batches = reader.iter_batches(columns=columns, batch_size=chunk_rows(
+            reader.metadata.num_rows, src_lookup, dst_lookup))
         for chunk, batch in enumerate(batches):
             result.rows_in += batch.num_rows
             pending.append(pool.submit(write, chunk, batch))
