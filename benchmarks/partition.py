@@ -5,7 +5,8 @@ int ids, 16 features each, user-buys->item and item-similar_to->item edges) into
 of parts, each in its own process so peak RSS is that method's alone (``ru_maxrss`` of the child).
 
 * ``ours``: ``graphstore.partition.partition_graph`` from the raw Parquet files (reads, checks,
-  maps raw ids to dense ids, writes shards with checksums and a manifest).
+  maps raw ids to dense ids, writes shards with checksums and a manifest); ``ours_1g`` with
+  ``memoryLimitMb: 1024``; ``ours_sql`` forced onto the DuckDB path (no id map in memory).
 * ``glt`` / ``pyg``: the raw Parquet is first read and mapped to dense ids in memory (pyarrow),
   which they need as input; ``load_s`` is that part, ``partition_s`` their own call.
   edges/s uses load_s + partition_s, i.e. the same raw-files-to-shards work as ours.
@@ -60,6 +61,15 @@ def worker_ours(data: Path, out: Path, parts: int) -> dict:
 def worker_ours_1g(data: Path, out: Path, parts: int) -> dict:
     """Ours with memoryLimitMb 1024: shows that the limit, not the edge count, bounds memory."""
     return _ours(data, out, parts, 1024)
+
+
+def worker_ours_sql(data: Path, out: Path, parts: int) -> dict:
+    """Ours with no id map held in memory: every step on the DuckDB path (graphs whose id maps
+    exceed a quarter of memoryLimitMb take it)."""
+    from graphstore.partition import engine
+
+    engine.LOOKUP_SHARE = 0.0
+    return _ours(data, out, parts, 2048)
 
 
 def _ours(data: Path, out: Path, parts: int, memory_limit_mb: int) -> dict:
@@ -140,7 +150,8 @@ def worker_pyg(data: Path, out: Path, parts: int) -> dict:
     return {"load_s": t1 - t0, "partition_s": time.perf_counter() - t1}
 
 
-WORKERS = {"ours": worker_ours, "ours_1g": worker_ours_1g, "glt": worker_glt, "pyg": worker_pyg}
+WORKERS = {"ours": worker_ours, "ours_1g": worker_ours_1g, "ours_sql": worker_ours_sql,
+           "glt": worker_glt, "pyg": worker_pyg}
 
 
 # -- driver ---------------------------------------------------------------------------------------

@@ -3,9 +3,11 @@
 Order of work (each step logs rows and rows/s):
   1. open every source (gs:// inputs are streamed to a local work folder first) and check columns
      and id types agree per node type;
-  2. per node type, build a DuckDB table ``(int_id, raw_id)``: ids from the node table when
-     one is given (nulls, duplicates, bad features rejected), else the distinct edge endpoints;
-     dense ids follow ascending raw id;
+  2. per node type (two at a time), number the ids: from the node table when one is given
+     (nulls, duplicates, bad features rejected), else the distinct edge endpoints; dense ids
+     follow ascending raw id. A Parquet node table that fits :data:`LOOKUP_SHARE` of
+     ``memoryLimitMb`` is read and sorted in memory (:mod:`graphstore.partition.node_arrays`),
+     otherwise DuckDB sorts it; either way a DuckDB table ``(int_id, raw_id)`` results;
   3. per edge type, both endpoints are mapped to dense ids and the edges written split by the
      anchor's partition: in one chunked pass that also writes the reverse type and the labels
      when both id maps fit in memory (:mod:`graphstore.partition.edge_stream`, Parquet input),
@@ -15,9 +17,11 @@ Order of work (each step logs rows and rows/s):
      :data:`PARALLEL_STEPS`; they only read the node tables);
   5. checksums, then ``manifest.json`` LAST, then the finished folder replaces the output.
 
-Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder; an in-memory id map
-may use up to :data:`LOOKUP_SHARE` of that limit. Peak RSS does not grow with the edge count. Everything is written to a staging folder beside the
-output; a crash leaves the old output untouched (local) and never a manifest for a partial set.
+Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder; a node table or id
+map held in memory may use up to :data:`LOOKUP_SHARE` of that limit; the chunked edge pass holds
+a few chunks. Peak RSS does not grow with the edge count. Everything is written to a staging
+folder beside the output; a crash leaves the old output untouched (local) and never a manifest
+for a partial set.
 """
 
 from __future__ import annotations
