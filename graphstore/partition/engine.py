@@ -18,8 +18,8 @@ Order of work (each step logs rows and rows/s):
   5. checksums, then ``manifest.json`` LAST, then the finished folder replaces the output.
 
 Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder; a node table or id
-map held in memory may use up to :data:`LOOKUP_SHARE` of that limit; the chunked edge pass holds
-a few chunks. Peak RSS does not grow with the edge count. Everything is written to a staging
+map held in memory may use up to :data:`LOOKUP_SHARE` of that limit, and so may the chunks of the
+edge pass. Peak RSS does not grow with the edge count. Everything is written to a staging
 folder beside the output; a crash leaves the old output untouched (local) and never a manifest
 for a partial set.
 """
@@ -321,7 +321,7 @@ class _Run:
             feature_width=width, src_lookup=self.lookups[et.src_node_type],
             dst_lookup=self.lookups[et.dst_node_type], num_partitions=self.P, outputs=outputs,
             compression=self.task.dataset.partition.parquet_compression,
-            stop_on_missing=self.dangling == "error")
+            stop_on_missing=self.dangling == "error", budget_bytes=self.lookup_budget)
         if result.bad_values:
             cfg = f"datasetConfig.dataSources.edges[{key}]"
             self.report_bad_values(table, [((es.weight_column,), f"{cfg}.weightColumn")] * bool(

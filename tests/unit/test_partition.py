@@ -465,3 +465,19 @@ def test_cli_success_summary_and_exit_codes(tmp_path):
     assert "input file not found" in bad.stderr and "Traceback" not in bad.stderr
     unknown = _cli(tmp_path, "--set", "datasetConfig.partitionConfig.danglingEdgez=drop")
     assert unknown.returncode == 2 and "danglingEdgez" in unknown.stderr
+
+
+def test_edge_chunks_fit_the_memory_budget_and_use_both_threads():
+    ints = edge_stream.IdLookup.build(pa.array(np.arange(10, dtype=np.int64)), 1 << 30)
+    strings = edge_stream.IdLookup.build(pa.array([f"n{i:07d}" for i in range(300_000)]), 1 << 30)
+    assert ints.table is not None and strings.table is None  # index table vs hashed lookup
+    per_row = edge_stream.BYTES_PER_CHUNK_ROW
+    big, plenty = 50_000_000, 10 * edge_stream.MAX_CHUNK_ROWS * per_row
+    assert edge_stream.chunk_rows(big, plenty, ints) == edge_stream.CHUNK_ROWS
+    # a hashed lookup is rebuilt per chunk: chunks hold at least twice its ids
+    assert edge_stream.chunk_rows(big, plenty, ints, strings) == max(edge_stream.CHUNK_ROWS, 600_000)
+    # the budget bounds the chunk (down to a floor)
+    assert edge_stream.chunk_rows(big, 200_000 * per_row, ints) == 200_000
+    assert edge_stream.chunk_rows(big, 0, ints) == edge_stream.MIN_CHUNK_ROWS
+    # a table smaller than two chunks is still split in two
+    assert edge_stream.chunk_rows(1000, plenty, ints) == 500
