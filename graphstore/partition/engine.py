@@ -123,6 +123,8 @@ class _Run:
         self.dropped: dict[str, int] = {}
         self.node_tables: dict[str, tuple] = {}  # node type -> (NodeSource, Table, IdKind)
         self.node_arrays: dict[str, node_arrays.NodeArrays] = {}  # node tables held in memory
+        self._node_tables_made: set[str] = set()  # of those, which have their DuckDB table too
+        self._node_table_lock = threading.Lock()
         self.lookups: dict[str, IdLookup | None] = {}  # node type -> in-memory id map, if it fits
         self.lookup_budget = int(pcfg.memory_limit_mb * LOOKUP_SHARE) << 20
         self.stats: dict[str, float] = {}
@@ -224,13 +226,8 @@ class _Run:
                 f"{table.uri}: column {ns.id_column!r}: duplicate node id {raw!r} at rows "
                 f"{', '.join(map(str, rows[:5]))} ({table.num_rows - distinct} duplicate row(s))"
             )
-        if in_memory:  # the SQL paths (error reports, edges that cannot stream) join this table
+        if in_memory:
             self.node_arrays[nt] = arrays
-            ids = pa.table({"int_id": np.arange(arrays.count, dtype=np.int64),
-                            "raw_id": arrays.sorted_ids})
-            self.db.register("__node_ids", ids)
-            self.db.execute(f"CREATE TABLE {nodes} AS SELECT * FROM __node_ids")
-            self.db.unregister("__node_ids")
         self.node_tables[nt] = (ns, table, kind)
         self._log_rate(f"nodes {nt}" + " (in memory)" * in_memory, table.num_rows, t0)
         return _NodeType(nt, kind, table.num_rows, width)
@@ -253,9 +250,23 @@ class _Run:
         self._log_rate(f"nodes {nt} (from edge endpoints)", count, t0)
         return _NodeType(nt, kind, int(count), 0)
 
-    @staticmethod
-    def _nodes(nt: str) -> str:
-        return sql_ident(f"nodes__{nt}")
+    def _nodes(self, nt: str) -> str:
+        """The DuckDB table ``(int_id, raw_id)`` of a node type. For a type numbered in memory it
+        is created on first use (only the SQL paths need it: error reports, edge types that
+        cannot stream), from the sorted ids."""
+        name = sql_ident(f"nodes__{nt}")
+        arrays = self.node_arrays.get(nt)
+        if arrays is not None and nt not in self._node_tables_made:
+            with self._node_table_lock:
+                if nt not in self._node_tables_made:
+                    ids = pa.table({"int_id": np.arange(arrays.count, dtype=np.int64),
+                                    "raw_id": arrays.sorted_ids})
+                    view = f"__ids_{nt}"
+                    self.db.register(view, ids)
+                    self.db.execute(f"CREATE TABLE {name} AS SELECT * FROM {sql_ident(view)}")
+                    self.db.unregister(view)
+                    self._node_tables_made.add(nt)
+        return name
 
     def build_lookup(self, nt: str) -> None:
         """Keep ``nt``'s raw ids in memory for the chunked edge path when they fit the budget."""

@@ -267,6 +267,20 @@ def test_csv_input_and_homogeneous_from_edges_only(tmp_path):
         zip(edges.column("src_item_id").to_pylist(), edges.column("dst_item_id").to_pylist()))
 
 
+def test_csv_edges_join_node_tables_numbered_in_memory(tmp_path):
+    """A CSV edge type takes the SQL join even when its node tables were numbered in memory."""
+    raw = make_raw(tmp_path / "raw")
+    pacsv.write_csv(pq.read_table(tmp_path / "raw" / "user_item.parquet"),
+                    tmp_path / "raw" / "user_item.csv")
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["dataSources"]["edges"][0]["uri"] = "user_item.csv"
+    run_partition(tmp_path, task, tmp_path / "shards")
+    shards = ShardSet.open(str(tmp_path / "shards"))
+    assert raw_edges(shards, "user__buys__item") == raw["user__buys__item"]
+    assert raw_edges(shards, "item__similar_to__item") == raw["item__similar_to__item"]
+    assert list((tmp_path / "shards").glob("part_*/edges/item__similar_to__item/000000.parquet"))
+
+
 def test_reverse_edges_can_be_switched_off(tmp_path):
     make_raw(tmp_path / "raw")
     task = task_dict(tmp_path / "raw")
