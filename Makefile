@@ -18,7 +18,7 @@ demo: setup
 	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp
 
 test: setup emulators
-	$(PY) -m pytest -q --timeout=900
+	$(PY) -m pytest -q --timeout=900 --durations=15
 
 test-unit: setup
 	$(PY) -m pytest -q tests/unit
