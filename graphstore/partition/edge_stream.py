@@ -18,7 +18,9 @@ with the 2 M-row chunks a 1 M-id string lookup asks for; README benchmark table)
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Literal
@@ -28,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+log = logging.getLogger(__name__)
 CHUNK_ROWS = 1 << 20
 """Rows read, mapped and written per step (more when a hashed lookup is large, :func:`chunk_rows`)."""
 MAX_CHUNK_ROWS = 1 << 22
@@ -39,6 +42,8 @@ MAX_HASHED_IDS = MAX_CHUNK_ROWS // 2
 """A hashed lookup (string ids, or sparse integer ids) is rebuilt for every chunk, so node types
 with more ids than this use the SQL join instead."""
 IN_FLIGHT = 2
+PROGRESS_S = 10.0
+"""A long edge pass logs a progress line this often."""
 """Chunks processed at the same time (Arrow and numpy release the GIL for the heavy parts)."""
 CODECS = {"uncompressed": "none", "snappy": "snappy", "zstd": "zstd"}
 
@@ -141,14 +146,15 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
                  feature_columns: tuple[str, ...], feature_width: int,
                  src_lookup: IdLookup, dst_lookup: IdLookup, num_partitions: int,
                  outputs: list[EdgeOutput], compression: str, stop_on_missing: bool,
-                 budget_bytes: int) -> StreamResult:
+                 budget_bytes: int, label: str = "edges") -> StreamResult:
     """Map and write every chunk of one raw Parquet edge file (rules in the module docstring).
 
     Rows with a null or unknown endpoint are counted and not written; with ``stop_on_missing``
     the pass stops at the first chunk that has one (the caller then reports the error). A null,
     NaN or infinite weight or feature stops the pass (``bad_values``). Feature columns must be
     scalar, or one list column of ``feature_width`` values per row (already checked). Chunks
-    are sized so that those in flight fit ``budget_bytes`` (:func:`chunk_rows`).
+    are sized so that those in flight fit ``budget_bytes`` (:func:`chunk_rows`). Every
+    :data:`PROGRESS_S` seconds a progress line (rows done, rows/s) is logged under ``label``.
     """
     columns = list(dict.fromkeys([src_column, dst_column,
                                   *([weight_column] if weight_column else []), *feature_columns]))
@@ -183,16 +189,23 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
 
     pending: list[Future] = []
     stop = False
+    t0 = last_report = time.perf_counter()
     with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
         reader = pq.ParquetFile(path)
+        total = reader.metadata.num_rows
         batches = reader.iter_batches(columns=columns, batch_size=chunk_rows(
-            reader.metadata.num_rows, budget_bytes, src_lookup, dst_lookup))
+            total, budget_bytes, src_lookup, dst_lookup))
         for chunk, batch in enumerate(batches):
             result.rows_in += batch.num_rows
             pending.append(pool.submit(write, chunk, batch))
             if len(pending) >= IN_FLIGHT and collect(pending.pop(0)):
                 stop = True
                 break
+            now = time.perf_counter()
+            if now - last_report >= PROGRESS_S:
+                last_report = now
+                log.info("step=%r progress rows=%d of %d rows_per_s=%.0f", label,
+                         result.rows_in, total, result.rows_in / (now - t0))
         for job in pending:
             stop = collect(job) or stop
     result.stopped_early = stop

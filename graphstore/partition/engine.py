@@ -332,7 +332,8 @@ class _Run:
             feature_width=width, src_lookup=self.lookups[et.src_node_type],
             dst_lookup=self.lookups[et.dst_node_type], num_partitions=self.P, outputs=outputs,
             compression=self.task.dataset.partition.parquet_compression,
-            stop_on_missing=self.dangling == "error", budget_bytes=self.lookup_budget)
+            stop_on_missing=self.dangling == "error", budget_bytes=self.lookup_budget,
+            label=f"edges {key}")
         if result.bad_values:
             cfg = f"datasetConfig.dataSources.edges[{key}]"
             self.report_bad_values(table, [((es.weight_column,), f"{cfg}.weightColumn")] * bool(

@@ -215,7 +215,8 @@ def partition_contents(out: Path) -> dict:
 
 
 @pytest.mark.parametrize("direction", ["in", "out"])
-def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkeypatch, direction):
+def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkeypatch, direction,
+                                                                 caplog):
     make_raw(tmp_path / "raw")
     task = task_dict(tmp_path / "raw", direction=direction)
     monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)  # nothing fits: DuckDB join for everything
@@ -223,7 +224,12 @@ def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkey
     monkeypatch.undo()
     monkeypatch.setattr(edge_stream, "CHUNK_ROWS", 32)  # 200 edges -> 7 chunks
     monkeypatch.setattr(edge_stream, "MAX_CHUNK_ROWS", 32)
-    run_partition(tmp_path, task, tmp_path / "memory", num_partitions=3)
+    monkeypatch.setattr(edge_stream, "PROGRESS_S", 0.0)  # a progress line after every chunk
+    with caplog.at_level("INFO", logger="graphstore.partition.edge_stream"):
+        run_partition(tmp_path, task, tmp_path / "memory", num_partitions=3)
+    progress = [r.getMessage() for r in caplog.records if "progress" in r.getMessage()]
+    assert any("'edges user__buys__item' progress rows=" in m and "of 200 " in m
+               for m in progress), progress
     chunk_files = list((tmp_path / "memory" / "part_0" / "edges" / "user__buys__item").iterdir())
     assert len(chunk_files) == 7
     assert not list((tmp_path / "sql").glob("part_0/edges/*/000000.parquet"))  # really SQL
