@@ -501,3 +501,47 @@ def test_edge_chunks_fit_the_memory_budget_and_use_both_threads():
     assert edge_stream.chunk_rows(big, 0, ints) == edge_stream.MIN_CHUNK_ROWS
     # a table smaller than two chunks is still split in two
     assert edge_stream.chunk_rows(1000, plenty, ints) == 500
+
+
+@pytest.mark.parametrize("path_kind", ["memory", "sql"])
+def test_edge_features_scalar_and_list_round_trip(tmp_path, monkeypatch, path_kind):
+    make_raw(tmp_path / "raw")
+    ui = pq.read_table(tmp_path / "raw" / "user_item.parquet")
+    n = ui.num_rows
+    scalar = {"a": np.arange(n, dtype=np.float64), "b": np.arange(n, dtype=np.int32) * 2}
+    pq.write_table(ui.append_column("a", pa.array(scalar["a"])).append_column(
+        "b", pa.array(scalar["b"])), tmp_path / "raw" / "user_item.parquet")
+    ii = pq.read_table(tmp_path / "raw" / "item_item.parquet")
+    emb = [[float(i), -float(i), 0.5] for i in range(ii.num_rows)]
+    pq.write_table(ii.append_column("emb", pa.array(emb, pa.list_(pa.float32()))),
+                   tmp_path / "raw" / "item_item.parquet")
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["dataSources"]["edges"][0]["featureColumns"] = ["a", "b"]
+    task["datasetConfig"]["dataSources"]["edges"][1]["featureColumns"] = ["emb"]
+    if path_kind == "sql":
+        monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)
+    else:
+        monkeypatch.setattr(edge_stream, "CHUNK_ROWS", 32)
+        monkeypatch.setattr(edge_stream, "MAX_CHUNK_ROWS", 32)
+    m = run_partition(tmp_path, task, tmp_path / "shards")
+    assert m.edge_types["user__buys__item"].feature_dim == 2
+    assert m.edge_types["item__rev_buys__user"].feature_dim == 2
+    assert m.edge_types["item__similar_to__item"].feature_dim == 3
+    shards = ShardSet.open(str(tmp_path / "shards"))
+    umap = shards.id_map("user").column("raw_id").to_pylist()
+    imap = shards.id_map("item").column("raw_id").to_pylist()
+    want_ui = Counter(zip(ui.column("user_id").to_pylist(), ui.column("item_id").to_pylist(),
+                          scalar["a"].tolist(), (scalar["b"] * 1.0).tolist()))
+    want_ii = Counter((s, d, *e) for s, d, e in zip(ii.column("src_item_id").to_pylist(),
+                                                    ii.column("dst_item_id").to_pylist(), emb))
+    got_ui, got_rev, got_ii = Counter(), Counter(), Counter()
+    for p in range(2):
+        edges = shards.load_partition(p).edges
+        e = edges["user__buys__item"]
+        got_ui.update((umap[s], imap[d], *f.tolist()) for s, d, f in zip(e.src, e.dst, e.feats))
+        e = edges["item__rev_buys__user"]
+        got_rev.update((umap[d], imap[s], *f.tolist()) for s, d, f in zip(e.src, e.dst, e.feats))
+        e = edges["item__similar_to__item"]
+        got_ii.update((imap[s], imap[d], *f.tolist()) for s, d, f in zip(e.src, e.dst, e.feats))
+    assert got_ui == want_ui and got_rev == want_ui
+    assert got_ii == want_ii
