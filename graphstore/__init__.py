@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "DistABLPLoader": "graphstore.loaders",
     "ABLPInputNodes": "graphstore.ablp",
     "DistNodeAnchorLinkSplitter": "graphstore.splitter",
+    "DistEdgeLinkSplitter": "graphstore.splitter",
     "DistDataset": "graphstore.colocated",
 }
 

@@ -7,10 +7,12 @@ Same shards, same splitter, same loaders as graph-store mode; only where the gra
     mp.spawn(worker, args=(cluster_info, dataset, ...))   # the partition is shared, not copied
     # in each worker:
     init_compute_process(local_rank, cluster_info)        # GLT worker group + RPC, then the group
-    loader = DistABLPLoader(dataset, ..., input_nodes=(anchor_type, dataset.anchor_ids("train", ...)))
+    loader = DistABLPLoader(dataset, ..., input_nodes=dataset.ablp_input("train", ...))
 
-Colocated inputs are plain tensors (or ``(node_type, tensor)``) of ids this machine owns; the
-``rank`` / ``world_size`` arguments slice them among the machine's local processes.
+Colocated inputs are ``ABLPInputNodes`` of this machine's anchors (``ablp_input``: the labels of
+one split, which is what a per-edge split needs), or plain tensors (or ``(node_type, tensor)``)
+of ids this machine owns (an ABLP loader then takes every label of those anchors); the ``rank`` /
+``world_size`` arguments slice them among the machine's local processes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphstore.ablp import ABLPInputNodes
 from graphstore.config import StorageArgs
 from graphstore.errors import UsageError
 from graphstore.remote_dataset import EdgeTypeLike, edge_type_key
@@ -79,6 +82,19 @@ class DistDataset:
         """Anchors of ``split`` this machine owns, slice ``rank`` of ``world_size``."""
         key = self.supervision_key(supervision_edge_type)
         return queries.ablp_input(self.state, split, rank, world_size, key).anchor_nodes
+
+    def ablp_input(self, split: str | None, supervision_edge_type: EdgeTypeLike | None = None,
+                   rank: int = 0, world_size: int = 1) -> ABLPInputNodes:
+        """Anchors of ``split`` this machine owns (slice ``rank`` of ``world_size``) with their
+        positive labels: of that split, for a per-edge split (graphstore.splitter)."""
+        key = self.supervision_key(supervision_edge_type)
+        return queries.ablp_input(self.state, split, rank, world_size, key)
+
+    def positive_pairs(self, label_ids: torch.Tensor,
+                       supervision_edge_type: EdgeTypeLike | None = None) -> torch.Tensor:
+        """``[2, K]`` (anchor, label) pairs of owned anchors, every split, labels in ``label_ids``."""
+        key = self.supervision_key(supervision_edge_type)
+        return queries.positive_pairs_to(self.state, key, label_ids.numpy())
 
     def labels_for(self, anchors: torch.Tensor, supervision_edge_type: EdgeTypeLike | None) -> torch.Tensor:
         """``[2, P]`` (anchor, positive label) pairs of owned anchors."""

@@ -194,8 +194,10 @@ class DistNeighborLoader(DistLoader):
 
 class DistABLPLoader(DistLoader):
     """Anchor-based link prediction batches (see module docs). Graph store: ``input_nodes`` is
-    ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns; colocated: a ``Tensor`` (or
-    ``(anchor_node_type, Tensor)``) of anchors this machine owns, whose labels the dataset holds."""
+    ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns; colocated: an
+    ``ABLPInputNodes`` as ``DistDataset.ablp_input`` returns (the labels of one split), or a
+    ``Tensor`` (or ``(anchor_node_type, Tensor)``) of anchors this machine owns, with all their
+    labels."""
 
     def __init__(self, dataset: RemoteDistDataset | DistDataset, num_neighbors, input_nodes,
                  batch_size: int = 1, num_workers: int = 1, shuffle: bool = False,
@@ -203,7 +205,11 @@ class DistABLPLoader(DistLoader):
                  random_seed: int | None = None, worker_concurrency: int = 4,
                  prefetch_size: int = 4) -> None:
         _check_dataset(dataset, "DistABLPLoader")
-        if isinstance(dataset, DistDataset):
+        if isinstance(dataset, DistDataset) and isinstance(input_nodes, ABLPInputNodes):
+            sup = _one_supervision_type([input_nodes], supervision_edge_type)
+            pairs_per_input = [input_nodes.positive_labels.get(
+                sup, torch.empty((2, 0), dtype=torch.long))]
+        elif isinstance(dataset, DistDataset):
             anchors = input_nodes[1] if isinstance(input_nodes, tuple) else input_nodes
             (anchors,) = _inputs_per_rank(dataset, anchors, torch.Tensor, "DistABLPLoader",
                                           ("a Tensor of anchors this machine owns", ""))

@@ -107,6 +107,16 @@ class RemoteDistDataset:
         rank, world_size = self._rank_world(rank, world_size)
         return self._all_servers(gs_ablp_input, split, rank, world_size, sup)
 
+    def fetch_positive_pairs(self, label_ids: torch.Tensor,
+                             supervision_edge_type: EdgeTypeLike | None = None) -> torch.Tensor:
+        """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, from
+        every storage rank (what a filtered evaluation skips among its candidates)."""
+        from graphstore.storage.server import gs_positive_pairs
+
+        sup = self._supervision_type(supervision_edge_type)
+        parts = self._all_servers(gs_positive_pairs, sup, label_ids)
+        return torch.cat([parts[k] for k in sorted(parts)], dim=1)
+
     def _node_type(self, node_type: str | None) -> str:
         types = self.metadata["node_types"]
         if node_type is None:

@@ -1,4 +1,4 @@
-"""Node-anchor link splits, computed on storage: each anchor lands in exactly one split.
+"""Link splits, computed on storage: node-anchor (cold start) or per edge (warm start).
 
 ``DistNodeAnchorLinkSplitter`` assigns every *anchor* (the source node of a supervision edge, as the
 user reads the edge type) to train, val or test by hashing its dense id. So:
@@ -10,6 +10,11 @@ user reads the edge type) to train, val or test by hashing its dense id. So:
   ``num_val`` / ``num_test`` are read as absolute counts over the anchor node type's node count;
 - all supervision edges of an anchor follow it (node-based split, no anchor in two splits).
 
+``DistEdgeLinkSplitter`` assigns every supervision *edge* to a split by hashing its (anchor,
+label) pair, with the same arguments: an anchor keeps its training edges in the graph and is
+evaluated on its held-out ones (warm start, the usual recommendation protocol). Fractions are of
+the edges; an integer ``num_val`` / ``num_test`` is a count over the edge type's edges.
+
 With ``sample_edge_direction: in`` the edges are stored with their destination, but labels are kept
 placed by source (see graphstore.shards.format), so the user-facing (src -> dst) edge type is what
 both the splitter and ``fetch_ablp_input`` take; there is nothing to reverse by hand.
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import ClassVar, Literal, Sequence
 
 import numpy as np
 
@@ -52,6 +57,7 @@ def _salt(node_type: str, seed: int) -> np.uint64:
 class DistNodeAnchorLinkSplitter:
     """Seed-000 splitter. Arguments keep the seed's names; ``seed`` changes every assignment."""
 
+    per_edge: ClassVar[bool] = False  # splits anchors (``assign``), not edges
     sampling_direction: Literal["in", "out"] = "in"
     num_val: float = 0.1
     num_test: float = 0.1
@@ -84,10 +90,29 @@ class DistNodeAnchorLinkSplitter:
     def assign(self, anchor_node_type: str, anchor_ids: np.ndarray,
                num_anchor_nodes: int) -> np.ndarray:
         """Split code per anchor (0 train, 1 val, 2 test): int8 array aligned with ``anchor_ids``."""
-        val, test = self.fractions(num_anchor_nodes)
         h = splitmix64(anchor_ids.astype(np.uint64) ^ _salt(anchor_node_type, self.seed))
-        u = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)  # uniform in [0, 1)
-        codes = np.zeros(len(anchor_ids), dtype=np.int8)
-        codes[u < test + val] = SPLIT_CODE["val"]
-        codes[u < test] = SPLIT_CODE["test"]
-        return codes
+        return _codes(h, *self.fractions(num_anchor_nodes))
+
+
+@dataclass(frozen=True)
+class DistEdgeLinkSplitter(DistNodeAnchorLinkSplitter):
+    """Per-edge (warm-start) splits: see the module docs. Same arguments as the node splitter."""
+
+    per_edge: ClassVar[bool] = True
+
+    def assign_edges(self, edge_type: str, src: np.ndarray, dst: np.ndarray,
+                     num_edges: int) -> np.ndarray:
+        """Split code per (src, dst) edge of ``edge_type`` (as the user reads it): int8, aligned.
+        A pure function of (edge type, src, dst, seed): duplicate edges share their split."""
+        salt = _salt(edge_type, self.seed)
+        h = splitmix64(splitmix64(src.astype(np.uint64) ^ salt) ^ dst.astype(np.uint64))
+        return _codes(h, *self.fractions(num_edges))
+
+
+def _codes(h: np.ndarray, val: float, test: float) -> np.ndarray:
+    """Split codes from uniform 64-bit hashes: test below ``test``, val below ``test + val``."""
+    u = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)  # uniform in [0, 1)
+    codes = np.zeros(len(h), dtype=np.int8)
+    codes[u < test + val] = SPLIT_CODE["val"]
+    codes[u < test] = SPLIT_CODE["test"]
+    return codes

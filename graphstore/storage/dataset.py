@@ -3,10 +3,10 @@
 Order (DESIGN §5; called once per storage machine, before any server session):
   1. read and verify the partition's shard files (graphstore.shards.reader);
   2. if ``storageArgs.splitter_cls_path`` names a splitter, split every supervision anchor
-     (node-based, hash-deterministic: graphstore.splitter) and remove the supervision edges of
-     val/test anchors from the message-passing graph (all supervision edges when
-     ``should_convert_labels_to_edges`` is false), forward and reverse types alike, so evaluation
-     never samples the edge it is asked to predict;
+     (node-based) or every supervision edge (``per_edge`` splitters), hash-deterministic
+     (graphstore.splitter), and remove the val/test supervision edges from the message-passing
+     graph (all supervision edges when ``should_convert_labels_to_edges`` is false), forward and
+     reverse types alike, so evaluation never samples the edge it is asked to predict;
   3. build the GLT ``DistDataset`` on CPU (``graph_mode='CPU'``, features without GPU).
 
 The returned :class:`StorageState` is what the RPC handlers serve (splits, labels, node ids); it is
@@ -38,6 +38,7 @@ class Supervision:
     anchor_src: np.ndarray  # int64 anchors, sorted ascending (one row per positive label)
     label_dst: np.ndarray  # int64 label nodes, aligned with anchor_src
     anchors_by_split: dict[str, np.ndarray]  # "all" / "train" / "val" / "test" -> sorted unique
+    label_split: np.ndarray | None = None  # per-edge splits: int8 split code of each label row
 
 
 @dataclass(frozen=True)
@@ -73,29 +74,38 @@ def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
 
 
 def _supervision(data: PartitionData, key: str, splitter: DistNodeAnchorLinkSplitter | None,
-                 node_counts: dict[str, int]) -> Supervision:
+                 node_counts: dict[str, int], num_edges: int) -> Supervision:
     lab = data.labels[key]
     order = np.argsort(lab.src, kind="stable")
     src, dst = lab.src[order], lab.dst[order]
     anchors = np.unique(src)
     by_split = {"all": anchors}
-    if splitter is not None:
+    label_split = None
+    if splitter is not None and splitter.per_edge:
+        label_split = splitter.assign_edges(key, src, dst, num_edges)
+        for name, code in SPLIT_CODE.items():
+            by_split[name] = np.unique(src[label_split == code])
+    elif splitter is not None:
         anchor_type = EdgeType.parse(key).src_node_type
         codes = splitter.assign(anchor_type, anchors, node_counts[anchor_type])
         for name, code in SPLIT_CODE.items():
             by_split[name] = anchors[codes == code]
-    return Supervision(key, src, dst, by_split)
+    return Supervision(key, src, dst, by_split, label_split)
 
 
 def _keep_mask(data: PartitionData, key: str, reverse_of: str | None,
-               splitter: DistNodeAnchorLinkSplitter, node_counts: dict[str, int]) -> np.ndarray:
+               splitter: DistNodeAnchorLinkSplitter, node_counts: dict[str, int],
+               num_edges: int) -> np.ndarray:
     """Which edges of a supervision type (or its reverse) stay in the message-passing graph."""
     edges = data.edges[key]
     base = EdgeType.parse(reverse_of or key)
-    anchors = edges.dst if reverse_of else edges.src
+    anchors, labels = (edges.dst, edges.src) if reverse_of else (edges.src, edges.dst)
     if not splitter.should_convert_labels_to_edges:
         return np.zeros(len(anchors), dtype=bool)
-    codes = splitter.assign(base.src_node_type, anchors, node_counts[base.src_node_type])
+    if splitter.per_edge:
+        codes = splitter.assign_edges(str(base), anchors, labels, num_edges)
+    else:
+        codes = splitter.assign(base.src_node_type, anchors, node_counts[base.src_node_type])
     return codes == SPLIT_CODE["train"]
 
 
@@ -114,7 +124,7 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
     data = shards.load_partition(partition)
     splitter = load_splitter(storage_args)
     node_counts = {nt: info.count for nt, info in m.node_types.items()}
-    supervision = {k: _supervision(data, k, splitter, node_counts)
+    supervision = {k: _supervision(data, k, splitter, node_counts, info.count)
                    for k, info in m.edge_types.items() if info.is_supervision}
     sup_keys = set(supervision)
     edge_index, edge_ids, edge_counts = {}, {}, {}
@@ -122,7 +132,8 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
         e = data.edges[key]
         src, dst, eids = e.src, e.dst, e.eids
         if splitter is not None and (key in sup_keys or info.reverse_of in sup_keys):
-            keep = _keep_mask(data, key, info.reverse_of, splitter, node_counts)
+            keep = _keep_mask(data, key, info.reverse_of, splitter, node_counts,
+                              m.edge_types[info.reverse_of or key].count)
             src, dst, eids = src[keep], dst[keep], eids[keep]
         et = EdgeType.parse(key).as_tuple()
         edge_index[et] = torch.from_numpy(np.stack([src, dst]))

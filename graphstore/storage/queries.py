@@ -16,6 +16,7 @@ import torch
 from graphstore.ablp import ABLPInputNodes
 from graphstore.config import EdgeType
 from graphstore.errors import UsageError
+from graphstore.splitter import SPLIT_CODE
 from graphstore.storage.dataset import StorageState, Supervision
 
 
@@ -63,21 +64,35 @@ def supervision(s: StorageState, supervision_edge_type: str) -> Supervision:
     return s.supervision[supervision_edge_type]
 
 
-def labels_of(sup: Supervision, anchors: np.ndarray) -> np.ndarray:
-    """``[2, P]`` (anchor, label) pairs of the given owned anchors (sorted anchors in, sorted out)."""
+def labels_of(sup: Supervision, anchors: np.ndarray, split: str | None = None) -> np.ndarray:
+    """``[2, P]`` (anchor, label) pairs of the given owned anchors (sorted anchors in, sorted
+    out). With a per-edge split, only the pairs of ``split`` (every pair when it is None)."""
     lo = np.searchsorted(sup.anchor_src, anchors, side="left")
     hi = np.searchsorted(sup.anchor_src, anchors, side="right")
     counts = hi - lo
     starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
     rows = np.arange(int(counts.sum())) + starts
+    if sup.label_split is not None and split in SPLIT_CODE:
+        rows = rows[sup.label_split[rows] == SPLIT_CODE[split]]
     return np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64)
 
 
 def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
                supervision_edge_type: str) -> ABLPInputNodes:
-    """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels."""
+    """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels (of
+    that split, for a per-edge split)."""
     sup = supervision(s, supervision_edge_type)
     anchors = np.ascontiguousarray(contiguous_slice(split_anchors(sup, split), rank, world_size))
     et = EdgeType.parse(supervision_edge_type)
+    pairs = labels_of(sup, anchors, split)
     return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
-                          positive_labels={et.as_tuple(): torch.from_numpy(labels_of(sup, anchors))})
+                          positive_labels={et.as_tuple(): torch.from_numpy(pairs)})
+
+
+def positive_pairs_to(s: StorageState, supervision_edge_type: str,
+                      label_ids: np.ndarray) -> torch.Tensor:
+    """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, for the
+    anchors this partition owns: what a filtered evaluation skips among its candidates."""
+    sup = supervision(s, supervision_edge_type)
+    rows = np.flatnonzero(np.isin(sup.label_dst, label_ids))
+    return torch.from_numpy(np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64))

@@ -72,6 +72,10 @@ def gs_ablp_input(split: str | None, rank: int, world_size: int,
     return queries.ablp_input(_state(), split, rank, world_size, supervision_edge_type)
 
 
+def gs_positive_pairs(supervision_edge_type: str, label_ids: torch.Tensor) -> torch.Tensor:
+    return queries.positive_pairs_to(_state(), supervision_edge_type, label_ids.numpy())
+
+
 def _session_finished() -> bool:
     from graphlearn_torch.distributed.dist_server import get_server
 

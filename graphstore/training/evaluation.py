@@ -2,8 +2,9 @@
 
 Candidates: the same ~``eval_candidates`` label nodes for every pair (slice 0 of every storage
 rank's label ids; colocated: of every machine's partition, gathered from all ranks), embedded
-once per evaluation; each (anchor, positive) pair of the split is ranked against them, filtered (a candidate that is a positive of the row's anchor in the batch is skipped). The
-popularity baseline (training positives per label node) is scored under the same protocol. Sums
+once per evaluation; each (anchor, positive) pair of the split is ranked against them, filtered:
+a candidate that is a known positive of the row's anchor, in any split, is skipped (with a
+per-edge split an anchor's training positives are among them). The popularity baseline (training positives per label node) is scored under the same protocol. Sums
 are all-reduced, so every rank returns the same result. Loaders are created in the same order on
 every rank (a collective); ``Evaluator`` keeps them between evaluations.
 """
@@ -79,11 +80,13 @@ class Evaluator:
             cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
             if job.colocated:  # each machine embedded its own partition's slice: share them
                 cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
+            n_labels = job.meta["node_counts"][sup.label_type]
+            known = sup.positive_pairs(cand_id)
+            known = torch.unique(known[0] * n_labels + known[1])  # (anchor, candidate) keys
             sums, pop_sums = torch.zeros(5), torch.zeros(5)
             for batch in loader:
                 a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
-                same = a_id[:, None] == a_id[None, :]
-                mask = (same[:, :, None] & (p_id[None, :, None] == cand_id[None, None, :])).any(1)
+                mask = torch.isin(a_id[:, None] * n_labels + cand_id[None, :], known)
                 sums += M.metric_sums(M.ranks((a * p).sum(-1), a @ cand_emb.T, mask))
                 pop = popularity[cand_id][None, :].expand(len(p_id), -1)
                 pop_sums += M.metric_sums(M.ranks(popularity[p_id], pop, mask))

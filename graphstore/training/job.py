@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from graphstore.ablp import ABLPInputNodes
 from graphstore.errors import UsageError
 from graphstore.training.batches import view, without_pair_edges
 
@@ -23,10 +24,20 @@ class Supervision:
         self.anchor_type, self.label_type = self.edge_type[0], self.edge_type[2]
 
     def ablp_input(self, split: str):
+        """This rank's anchors of ``split`` with their positives (of that split, per-edge)."""
         job = self.job
         if job.colocated:
-            return (self.anchor_type, job.ds.anchor_ids(split, self.key, job.local_rank, job.local_world))
+            return job.ds.ablp_input(split, self.key, job.local_rank, job.local_world)
         return job.ds.fetch_ablp_input(split=split, supervision_edge_type=self.key)
+
+    def positive_pairs(self, label_ids: torch.Tensor) -> torch.Tensor:
+        """``[2, K]`` known (anchor, label) pairs, every split, whose label is in ``label_ids``:
+        graph store, from every storage rank; colocated, this machine's anchors (the only
+        anchors its ranks evaluate)."""
+        job = self.job
+        if job.colocated:
+            return job.ds.positive_pairs(label_ids, self.key)
+        return job.ds.fetch_positive_pairs(label_ids, self.key)
 
     def label_ids(self, rank: int | None = None, world: int | None = None):
         job = self.job
@@ -40,9 +51,8 @@ class Supervision:
 
     def train_pairs(self, train_input) -> torch.Tensor:
         """``[2, P]`` (anchor, positive) dense ids of this rank's training input."""
-        job = self.job
-        if job.colocated:
-            return job.ds.labels_for(train_input[1], self.key)
+        if isinstance(train_input, ABLPInputNodes):  # colocated
+            return train_input.positive_labels[self.edge_type]
         parts = [x.positive_labels[self.edge_type] for x in train_input.values()]
         return torch.cat(parts, dim=1) if parts else torch.empty(2, 0, dtype=torch.long)
 

@@ -24,12 +24,14 @@ TRAINER_ARGS = {"num_neighbors": [5, 3], "batch_size": 32, "num_random_negatives
                 "eval_candidates": 100, "hidden_dim": 32, "out_dim": 32, "lr": 0.01}
 
 
-def _setup(tmp: Path, trainer_args: dict) -> tuple[Path, Path, Path]:
+def _setup(tmp: Path, trainer_args: dict, splitter: str | None = None) -> tuple[Path, Path, Path]:
     data = tmp / "data"
     generate_dataset(DatasetSpec.from_preset("small", kind="hetero", seed=1), str(data))
     task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
     task["datasetConfig"]["dataRootUri"] = str(data)
     task["trainerConfig"]["trainerArgs"] = trainer_args
+    if splitter:
+        task["trainerConfig"]["graphStoreStorageConfig"]["storageArgs"]["splitter_cls_path"] = splitter
     # two supervision edge types, trained together (the second anchors on items)
     task["taskMetadata"]["nodeAnchorBasedLinkPredictionTaskMetadata"]["supervisionEdgeTypes"] = [
         {"srcNodeType": "user", "relation": "buys", "dstNodeType": "item"},
@@ -103,8 +105,9 @@ def test_graph_store_training_learns_validates_and_embeds(tmp_path):
 
 @pytest.mark.timeout(900)
 def test_colocated_training_resumes_and_infers_through_the_launcher(tmp_path):
+    """Colocated, with the per-edge (warm-start) splitter: the graph-store test uses the node one."""
     args = {**TRAINER_ARGS, "max_steps": 20, "val_every_steps": 10, "log_every_steps": 5}
-    tp, rp, run = _setup(tmp_path, args)
+    tp, rp, run = _setup(tmp_path, args, splitter="graphstore.DistEdgeLinkSplitter")
     rp.write_text((REPO / "configs" / "resource_local_colocated.yaml").read_text())
     out = _train(tp, rp, run)
     assert "launch: stage train ok: 2 processes (0 storage, 2 compute)" in out, out[-2000:]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from graphstore.errors import UsageError
-from graphstore.splitter import DistNodeAnchorLinkSplitter, splitmix64
+from graphstore.splitter import DistEdgeLinkSplitter, DistNodeAnchorLinkSplitter, splitmix64
+from graphstore.storage import dataset as dataset_mod
 from graphstore.storage import queries
 from graphstore.storage.dataset import StorageState, Supervision
 
@@ -77,3 +78,82 @@ def test_ablp_input_returns_every_label_of_each_anchor():
         queries.ablp_input(s, "train", 0, 1, "item__x__user")
     assert queries.node_ids(s, 0, 1, "user", "val").tolist() == [4]
     assert queries.node_ids(s, 1, 2, "item", None).tolist() == list(range(10, 20))
+
+
+def test_edge_split_is_per_edge_deterministic_and_honours_fractions():
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 1000, 200_000)
+    dst = rng.integers(0, 5000, 200_000)
+    s = DistEdgeLinkSplitter(num_val=0.1, num_test=0.2)
+    codes = s.assign_edges("user__buys__item", src, dst, len(src))
+    assert np.array_equal(codes, s.assign_edges("user__buys__item", src, dst, len(src)))
+    # any subset (another storage rank's edges, or the reverse type's flipped copy) agrees
+    assert np.array_equal(s.assign_edges("user__buys__item", src[::7], dst[::7], len(src)),
+                          codes[::7])
+    frac = np.bincount(codes, minlength=3) / len(src)
+    assert abs(frac[1] - 0.1) < 0.005 and abs(frac[2] - 0.2) < 0.005
+    # warm start: most anchors have edges in training and in test
+    train_anchors = set(src[codes == 0].tolist())
+    test_anchors = set(src[codes == 2].tolist())
+    assert len(train_anchors & test_anchors) > 0.9 * len(test_anchors)
+    # the pair decides, not the anchor or the label alone
+    same_src = src == src[0]
+    assert len(set(codes[same_src].tolist())) > 1
+    assert (s.assign_edges("user__buys__item", dst, src, len(src)) != codes).mean() > 0.2
+    assert DistEdgeLinkSplitter.per_edge and not DistNodeAnchorLinkSplitter.per_edge
+
+
+def _edge_split_state() -> StorageState:
+    """Labels of a per-edge split built as storage builds them (dataset._supervision)."""
+    from graphstore.shards.reader import LabelShard, PartitionData
+
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 50, 3000), rng.integers(0, 80, 3000)
+    data = PartitionData(0, {}, {}, {"user__buys__item": LabelShard(src, dst)})
+    splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
+    sup = dataset_mod._supervision(data, "user__buys__item", splitter, {"user": 50}, len(src))
+    return StorageState(partition=0, num_partitions=1, edge_dir="in", homogeneous=False,
+                        node_types=("user", "item"), edge_types=("user__buys__item",),
+                        node_counts={"user": 50, "item": 80}, feature_dims={"user": 0, "item": 0},
+                        owned_nodes={"user": np.arange(50), "item": np.arange(80)},
+                        supervision={"user__buys__item": sup}, has_splits=True)
+
+
+def test_edge_split_ablp_inputs_hold_each_label_once_in_its_own_split():
+    s = _edge_split_state()
+    sup = s.supervision["user__buys__item"]
+    splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
+    codes = splitter.assign_edges("user__buys__item", sup.anchor_src, sup.label_dst,
+                                  len(sup.anchor_src))
+    everything = []
+    for split, code in (("train", 0), ("val", 1), ("test", 2)):
+        parts = [queries.ablp_input(s, split, r, 3, "user__buys__item") for r in range(3)]
+        pairs = np.concatenate([p.positive_labels[("user", "buys", "item")].numpy() for p in parts], 1)
+        want = np.stack([sup.anchor_src[codes == code], sup.label_dst[codes == code]])
+        assert sorted(map(tuple, pairs.T)) == sorted(map(tuple, want.T)), split
+        anchors = np.concatenate([p.anchor_nodes.numpy() for p in parts])
+        assert np.array_equal(anchors, np.unique(want[0]))
+        everything.extend(map(tuple, pairs.T))
+    assert sorted(everything) == sorted(zip(sup.anchor_src.tolist(), sup.label_dst.tolist()))
+    # a filtered evaluation skips every known positive of the anchor among its candidates
+    cand = np.array([3, 7, 11, 79])
+    known = queries.positive_pairs_to(s, "user__buys__item", cand).numpy()
+    want = [(a, b) for a, b in zip(sup.anchor_src.tolist(), sup.label_dst.tolist()) if b in cand]
+    assert sorted(map(tuple, known.T)) == sorted(want) and len(want) > 0
+
+
+def test_edge_split_keeps_only_training_edges_for_message_passing():
+    from graphstore.shards.reader import EdgeShard, PartitionData
+
+    rng = np.random.default_rng(9)
+    src, dst = rng.integers(0, 50, 2000), rng.integers(0, 80, 2000)
+    eids = np.arange(2000)
+    data = PartitionData(0, {}, {"user__buys__item": EdgeShard(src, dst, eids, None, None),
+                                 "item__rev_buys__user": EdgeShard(dst, src, eids, None, None)}, {})
+    splitter = DistEdgeLinkSplitter(num_val=0.1, num_test=0.1)
+    codes = splitter.assign_edges("user__buys__item", src, dst, 2000)
+    keep = dataset_mod._keep_mask(data, "user__buys__item", None, splitter, {}, 2000)
+    keep_rev = dataset_mod._keep_mask(data, "item__rev_buys__user", "user__buys__item", splitter,
+                                      {}, 2000)
+    assert np.array_equal(keep, codes == 0) and np.array_equal(keep_rev, codes == 0)
+    assert 0.75 < keep.mean() < 0.85
