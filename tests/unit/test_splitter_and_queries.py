@@ -50,10 +50,16 @@ def _state() -> StorageState:
     sup = Supervision("user__buys__item", src, dst,
                       {"all": np.array([1, 4, 6, 9]), "train": np.array([1, 6, 9]),
                        "val": np.array([4]), "test": np.array([], dtype=np.int64)})
+    return _one_partition_state(sup, users=10, items=20)
+
+
+def _one_partition_state(sup: Supervision, users: int, items: int) -> StorageState:
+    """A single-partition user-buys-item storage state holding ``sup``."""
     return StorageState(partition=0, num_partitions=1, edge_dir="in", homogeneous=False,
                         node_types=("user", "item"), edge_types=("user__buys__item",),
-                        node_counts={"user": 10, "item": 20}, feature_dims={"user": 0, "item": 0},
-                        owned_nodes={"user": np.arange(10), "item": np.arange(20)},
+                        node_counts={"user": users, "item": items},
+                        feature_dims={"user": 0, "item": 0},
+                        owned_nodes={"user": np.arange(users), "item": np.arange(items)},
                         supervision={"user__buys__item": sup}, has_splits=True)
 
 
@@ -112,11 +118,7 @@ def _edge_split_state() -> StorageState:
     data = PartitionData(0, {}, {}, {"user__buys__item": LabelShard(src, dst)})
     splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
     sup = dataset_mod._supervision(data, "user__buys__item", splitter, {"user": 50}, len(src))
-    return StorageState(partition=0, num_partitions=1, edge_dir="in", homogeneous=False,
-                        node_types=("user", "item"), edge_types=("user__buys__item",),
-                        node_counts={"user": 50, "item": 80}, feature_dims={"user": 0, "item": 0},
-                        owned_nodes={"user": np.arange(50), "item": np.arange(80)},
-                        supervision={"user__buys__item": sup}, has_splits=True)
+    return _one_partition_state(sup, users=50, items=80)
 
 
 def test_edge_split_ablp_inputs_hold_each_label_once_in_its_own_split():
