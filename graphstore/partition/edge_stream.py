@@ -42,9 +42,9 @@ MAX_HASHED_IDS = MAX_CHUNK_ROWS // 2
 """A hashed lookup (string ids, or sparse integer ids) is rebuilt for every chunk, so node types
 with more ids than this use the SQL join instead."""
 IN_FLIGHT = 2
+"""Chunks processed at the same time (Arrow and numpy release the GIL for the heavy parts)."""
 PROGRESS_S = 10.0
 """A long edge pass logs a progress line this often."""
-"""Chunks processed at the same time (Arrow and numpy release the GIL for the heavy parts)."""
 CODECS = {"uncompressed": "none", "snappy": "snappy", "zstd": "zstd"}
 
 
@@ -59,6 +59,12 @@ class IdLookup:
         self.sorted_ids = sorted_ids
         self.table = table
         self.low = low
+
+    @staticmethod
+    def could_fit(integer_ids: bool, count: int, span: int, budget_bytes: int) -> bool:
+        """False when :meth:`build` would surely refuse ids of this kind, count and (integers)
+        ``max - min + 1``: lets a caller skip fetching ids it would then throw away."""
+        return (integer_ids and span * 8 <= budget_bytes) or count <= MAX_HASHED_IDS
 
     @classmethod
     def build(cls, sorted_ids: pa.Array, budget_bytes: int) -> "IdLookup | None":
@@ -158,7 +164,6 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     """
     columns = list(dict.fromkeys([src_column, dst_column,
                                   *([weight_column] if weight_column else []), *feature_columns]))
-    codec = CODECS[compression]
     result = StreamResult()
 
     def write(chunk: int, batch: pa.RecordBatch) -> tuple[int, bool]:
@@ -177,7 +182,7 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
             weight = weight[keep] if weight is not None else None
             feats = feats[keep] if feats is not None else None
         for out in outputs:
-            _write_output(chunk, out, ends, weight, feats, num_partitions, codec)
+            _write_output(chunk, out, ends, weight, feats, num_partitions, compression)
         return missing, False
 
     def collect(job: Future) -> bool:
@@ -212,9 +217,21 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     return result
 
 
+def write_shard_file(folder: str, name: str, columns: dict[str, np.ndarray | pa.Array],
+                     feats: np.ndarray | None, compression: str) -> None:
+    """One shard Parquet file: ``columns``, then ``f_0 .. f_{k-1}`` from the ``[rows, k]``
+    ``feats``. No dictionary encoding: it made int64 writes ~3x slower and barely shrinks them."""
+    if feats is not None:
+        columns = {**columns, **{f"f_{i}": np.ascontiguousarray(feats[:, i])
+                                 for i in range(feats.shape[1])}}
+    os.makedirs(folder, exist_ok=True)
+    pq.write_table(pa.table(columns), os.path.join(folder, name),
+                   compression=CODECS[compression], use_dictionary=False)
+
+
 def _write_output(chunk: int, out: EdgeOutput, ends: dict[str, np.ndarray],
                   weight: np.ndarray | None, feats: np.ndarray | None,
-                  num_partitions: int, codec: str) -> None:
+                  num_partitions: int, compression: str) -> None:
     """Split one mapped chunk by anchor partition and write a file per partition."""
     src = ends[out.src_side]
     dst = ends["dst" if out.src_side == "src" else "src"]
@@ -231,14 +248,7 @@ def _write_output(chunk: int, out: EdgeOutput, ends: dict[str, np.ndarray],
             continue
         rows = slice(lo, hi) if order is None else order[lo:hi]
         cols = {"src": src[rows], "dst": dst[rows]}
-        if out.with_attributes:
-            if weight is not None:
-                cols["weight"] = weight[rows]
-            if feats is not None:
-                block = feats[rows]
-                cols.update((f"f_{i}", np.ascontiguousarray(block[:, i]))
-                            for i in range(block.shape[1]))
-        folder = out.folder_for(p)
-        os.makedirs(folder, exist_ok=True)
-        pq.write_table(pa.table(cols), os.path.join(folder, f"{chunk:06d}.parquet"),
-                       compression=codec, use_dictionary=False)
+        if out.with_attributes and weight is not None:
+            cols["weight"] = weight[rows]
+        block = feats[rows] if out.with_attributes and feats is not None else None
+        write_shard_file(out.folder_for(p), f"{chunk:06d}.parquet", cols, block, compression)

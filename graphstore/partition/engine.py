@@ -272,11 +272,17 @@ class _Run:
         """Keep ``nt``'s raw ids in memory for the chunked edge path when they fit the budget."""
         t0 = time.perf_counter()
         if nt in self.node_arrays:
-            ids = self.node_arrays[nt].sorted_ids
-        else:
-            ids = self.db.execute(f"SELECT raw_id FROM {self._nodes(nt)} ORDER BY int_id"
-                                  ).to_arrow_table().column(0).combine_chunks()
-        self.lookups[nt] = IdLookup.build(ids, self.lookup_budget)
+            self.lookups[nt] = IdLookup.build(self.node_arrays[nt].sorted_ids, self.lookup_budget)
+        else:  # numbered in DuckDB: fetch the ids only if a lookup of them could fit
+            count, low, high = self.db.execute(
+                f"SELECT count(*), min(raw_id), max(raw_id) FROM {self._nodes(nt)}").fetchone()
+            integer_ids = isinstance(low, int)
+            span = high - low + 1 if integer_ids else 0
+            self.lookups[nt] = None
+            if count and IdLookup.could_fit(integer_ids, count, span, self.lookup_budget):
+                ids = self.db.execute(f"SELECT raw_id FROM {self._nodes(nt)} ORDER BY int_id"
+                                      ).to_arrow_table().column(0).combine_chunks()
+                self.lookups[nt] = IdLookup.build(ids, self.lookup_budget)
         log.info("step=%r in_memory=%s seconds=%.2f", f"id lookup {nt}",
                  self.lookups[nt] is not None, time.perf_counter() - t0)
 
@@ -289,15 +295,20 @@ class _Run:
         """
         if table.num_rows == 0:
             raise InputDataError(f"{table.uri}: edge table for {key} is empty")
-        cfg = f"datasetConfig.dataSources.edges[{key}]"
-        checks = [((es.weight_column,), f"{cfg}.weightColumn")] if es.weight_column else []
-        checks.append((es.feature_columns, f"{cfg}.featureColumns"))
+        checks = self._value_checks(key, es)
         if not scan and not any(cols and src_mod.features_are_one_list(table, cols, ck)
                                 for cols, ck in checks):
             return len(es.feature_columns)
         widths = [src_mod.check_features(self.db, table, table.relation, cols, ck)
                   for cols, ck in checks]
         return widths[-1]
+
+    @staticmethod
+    def _value_checks(key: str, es: "EdgeSource") -> list[tuple[tuple[str, ...], str]]:
+        """(columns, config key) of an edge type's weight and feature values."""
+        cfg = f"datasetConfig.dataSources.edges[{key}]"
+        checks = [((es.weight_column,), f"{cfg}.weightColumn")] if es.weight_column else []
+        return checks + [(es.feature_columns, f"{cfg}.featureColumns")]
 
     def report_bad_values(self, table: Table, checks: list[tuple[tuple[str, ...], str]]) -> None:
         """Raise the row-level error for values an in-memory check found null, NaN or infinite."""
@@ -335,9 +346,7 @@ class _Run:
             stop_on_missing=self.dangling == "error", budget_bytes=self.lookup_budget,
             label=f"edges {key}")
         if result.bad_values:
-            cfg = f"datasetConfig.dataSources.edges[{key}]"
-            self.report_bad_values(table, [((es.weight_column,), f"{cfg}.weightColumn")] * bool(
-                es.weight_column) + [(es.feature_columns, f"{cfg}.featureColumns")])
+            self.report_bad_values(table, self._value_checks(key, es))
         if result.missing:
             missing = result.missing
             if result.stopped_early:  # the pass stopped at the first bad chunk: count them all
@@ -456,10 +465,13 @@ class _Run:
     # -- 4. id maps, partition books, node files ------------------------------------------------
     def write_node_outputs(self, node: _NodeType) -> None:
         t0 = time.perf_counter()
-        nt, table = node.name, self._nodes(node.name)
+        nt = node.name
         os.makedirs(os.path.join(self.out, "id_map"), exist_ok=True)
         compression = self.task.dataset.partition.parquet_compression
         arrays = self.node_arrays.get(nt)
+        # a type numbered in memory writes from its arrays; self._nodes() would build its
+        # DuckDB table, which only the SQL paths need
+        table = None if arrays is not None else self._nodes(nt)
         if arrays is not None:
             node_arrays.write_id_map(arrays, os.path.join(self.out, id_map_path(nt)), compression)
         else:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from graphstore.partition.edge_stream import CODECS, feature_matrix
+from graphstore.partition.edge_stream import feature_matrix, write_shard_file
 
 
 def estimated_bytes(num_rows: int, string_ids: bool, feature_width: int) -> int:
@@ -63,19 +63,14 @@ def read_nodes(path: str, id_column: str, string_ids: bool, feature_columns: tup
 
 def write_id_map(nodes: NodeArrays, path: str, compression: str) -> None:
     """``int_id, raw_id`` in dense id order."""
-    table = pa.table({"int_id": np.arange(nodes.count, dtype=np.int64), "raw_id": nodes.sorted_ids})
-    pq.write_table(table, path, compression=CODECS[compression], use_dictionary=False)
+    write_shard_file(os.path.dirname(path), os.path.basename(path),
+                     {"int_id": np.arange(nodes.count, dtype=np.int64), "raw_id": nodes.sorted_ids},
+                     None, compression)
 
 
 def write_node_files(nodes: NodeArrays, num_partitions: int, folder_for, compression: str) -> None:
     """Each partition's dense ids (and features) to ``folder_for(p)/000000.parquet``."""
     for p in range(min(num_partitions, nodes.count)):
-        cols = {"int_id": np.arange(p, nodes.count, num_partitions, dtype=np.int64)}
-        if nodes.feats is not None:
-            block = nodes.feats[p::num_partitions]
-            cols.update((f"f_{i}", np.ascontiguousarray(block[:, i]))
-                        for i in range(block.shape[1]))
-        folder = folder_for(p)
-        os.makedirs(folder, exist_ok=True)
-        pq.write_table(pa.table(cols), os.path.join(folder, "000000.parquet"),
-                       compression=CODECS[compression], use_dictionary=False)
+        ids = np.arange(p, nodes.count, num_partitions, dtype=np.int64)
+        block = nodes.feats[p::num_partitions] if nodes.feats is not None else None
+        write_shard_file(folder_for(p), "000000.parquet", {"int_id": ids}, block, compression)

@@ -545,3 +545,16 @@ def test_edge_features_scalar_and_list_round_trip(tmp_path, monkeypatch, path_ki
         got_ii.update((imap[s], imap[d], *f.tolist()) for s, d, f in zip(e.src, e.dst, e.feats))
     assert got_ui == want_ui and got_rev == want_ui
     assert got_ii == want_ii
+
+
+def test_id_lookups_that_cannot_fit_are_ruled_out_before_their_ids_are_fetched():
+    budget = 1 << 20
+    many = edge_stream.MAX_HASHED_IDS + 1
+    assert not edge_stream.IdLookup.could_fit(False, many, 0, budget)  # too many strings to hash
+    assert edge_stream.IdLookup.could_fit(False, 1000, 0, budget)
+    assert edge_stream.IdLookup.could_fit(True, many, budget // 8, budget)  # an index table fits
+    assert not edge_stream.IdLookup.could_fit(True, many, budget // 8 + 1, budget)
+    # could_fit never rules out what build accepts
+    ids = pa.array(np.arange(0, 3 * many, 3, dtype=np.int64))
+    assert edge_stream.IdLookup.build(ids, 8 * 3 * many) is not None
+    assert edge_stream.IdLookup.could_fit(True, many, 3 * many, 8 * 3 * many)
