@@ -80,8 +80,7 @@ class DistDataset:
     def anchor_ids(self, split: str | None, supervision_edge_type: EdgeTypeLike | None = None,
                    rank: int = 0, world_size: int = 1) -> torch.Tensor:
         """Anchors of ``split`` this machine owns, slice ``rank`` of ``world_size``."""
-        key = self.supervision_key(supervision_edge_type)
-        return queries.ablp_input(self.state, split, rank, world_size, key).anchor_nodes
+        return self.ablp_input(split, supervision_edge_type, rank, world_size).anchor_nodes
 
     def ablp_input(self, split: str | None, supervision_edge_type: EdgeTypeLike | None = None,
                    rank: int = 0, world_size: int = 1) -> ABLPInputNodes:

@@ -74,6 +74,11 @@ def labels_of(sup: Supervision, anchors: np.ndarray, split: str | None = None) -
     rows = np.arange(int(counts.sum())) + starts
     if sup.label_split is not None and split in SPLIT_CODE:
         rows = rows[sup.label_split[rows] == SPLIT_CODE[split]]
+    return _pairs(sup, rows)
+
+
+def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
+    """``[2, len(rows)]`` int64 (anchor, label) of the given label rows."""
     return np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64)
 
 
@@ -94,5 +99,4 @@ def positive_pairs_to(s: StorageState, supervision_edge_type: str,
     """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, for the
     anchors this partition owns: what a filtered evaluation skips among its candidates."""
     sup = supervision(s, supervision_edge_type)
-    rows = np.flatnonzero(np.isin(sup.label_dst, label_ids))
-    return torch.from_numpy(np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64))
+    return torch.from_numpy(_pairs(sup, np.flatnonzero(np.isin(sup.label_dst, label_ids))))

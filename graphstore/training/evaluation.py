@@ -4,8 +4,8 @@ Candidates: the same ~``eval_candidates`` label nodes for every pair (slice 0 of
 rank's label ids; colocated: of every machine's partition, gathered from all ranks), embedded
 once per evaluation; each (anchor, positive) pair of the split is ranked against them, filtered:
 a candidate that is a known positive of the row's anchor, in any split, is skipped (with a
-per-edge split an anchor's training positives are among them). The popularity baseline (training positives per label node) is scored under the same protocol. Sums
-are all-reduced, so every rank returns the same result. Loaders are created in the same order on
+per-edge split an anchor's training positives are among them). The popularity baseline
+(training positives per label node) is scored under the same protocol. Sums are all-reduced, so every rank returns the same result. Loaders are created in the same order on
 every rank (a collective); ``Evaluator`` keeps them between evaluations.
 """
 
