@@ -21,6 +21,7 @@ from typing import Callable
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.export.names import latest_view_name, sql_name
 from graphstore.export.rows import Rows
+from graphstore.literal_paths import duckdb_literal
 
 FILE_NAME = "warehouse.duckdb"
 METRICS = {"dot": "list_inner_product", "cosine": "list_cosine_similarity"}
@@ -52,7 +53,7 @@ class LocalWarehouse:
         con = self._connect()
         try:
             con.execute(f"CREATE OR REPLACE TABLE {staging} AS SELECT * FROM read_parquet(?)",
-                        [rows.path])
+                        [duckdb_literal(rows.path)])
             staged = con.execute(f"SELECT count(*) FROM {staging}").fetchone()[0]
             if staged != rows.count:
                 raise RuntimeFailure(f"staging {staging}: {staged} rows, expected {rows.count}; "

@@ -14,6 +14,7 @@ from typing import Literal
 import duckdb
 
 from graphstore.errors import InputDataError
+from graphstore.literal_paths import duckdb_literal
 
 IdKind = Literal["string", "int64"]
 
@@ -36,23 +37,28 @@ class Table:
     """One raw input table: where it is, how to read it, what columns it has."""
 
     uri: str  # as the user wrote it (for messages)
-    path: str  # local path DuckDB reads
+    path: str  # local path of the file (literal; see :attr:`sql_path`)
     fmt: Literal["parquet", "csv"]
     columns: dict[str, str]  # name -> DuckDB type
     num_rows: int
 
     @property
+    def sql_path(self) -> str:
+        """The path as a SQL string DuckDB reads as exactly this file (never a glob)."""
+        return sql_str(duckdb_literal(self.path))
+
+    @property
     def relation(self) -> str:
         """A SQL table expression reading the file."""
         if self.fmt == "parquet":
-            return f"read_parquet({sql_str(self.path)})"
-        return f"read_csv({sql_str(self.path)}, header=true, auto_detect=true)"
+            return f"read_parquet({self.sql_path})"
+        return f"read_csv({self.sql_path}, header=true, auto_detect=true)"
 
     def numbered(self) -> str:
         """The table with a 1-based data row number ``__row`` (used only to report errors)."""
         if self.fmt == "parquet":
             return (f"(SELECT *, file_row_number + 1 AS __row FROM "
-                    f"read_parquet({sql_str(self.path)}, file_row_number=true))")
+                    f"read_parquet({self.sql_path}, file_row_number=true))")
         return f"(SELECT *, row_number() OVER () AS __row FROM {self.relation})"
 
 
@@ -64,7 +70,7 @@ def open_table(con: duckdb.DuckDBPyConnection, uri: str, path: str,
         described = con.execute(f"DESCRIBE SELECT * FROM {probe.relation}").fetchall()
         if fmt == "parquet":
             num_rows = con.execute(
-                f"SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata({sql_str(path)})"
+                f"SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata({probe.sql_path})"
             ).fetchone()[0]
         else:
             num_rows = con.execute(f"SELECT count(*) FROM {probe.relation}").fetchone()[0]
