@@ -138,6 +138,7 @@ def prepare(work: Path, num_edges: int, colocated: bool) -> tuple[Path, Path, Pa
     from graphstore.config import load_config_pair
     from graphstore.datagen import DatasetSpec, generate_dataset
     from graphstore.partition import partition_graph
+    from graphstore.shards.reader import is_complete
 
     root = work / f"e{num_edges}"
     data, run = root / "data", root / "run"
@@ -149,7 +150,7 @@ def prepare(work: Path, num_edges: int, colocated: bool) -> tuple[Path, Path, Pa
     out = root / f"{mode}.json"
     tp.write_text(yaml.safe_dump(_task(data, f"python {__file__} --role graph_store --out {out}")))
     rp.write_text(yaml.safe_dump(_resources(colocated)))
-    if not (run / "shards" / "manifest.json").exists():
+    if not is_complete(str(run / "shards")):
         task, _ = load_config_pair(str(tp), str(rp))
         partition_graph(task, num_partitions=2, output_uri=str(run / "shards"))
     return tp, rp, run

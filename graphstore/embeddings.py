@@ -1,27 +1,41 @@
-"""The embeddings format (schema_version 1): what the inferencer writes and export reads.
+"""The embeddings format (schema_version 2): what the inferencer writes and export reads.
 
 Per node type, under ``<run-dir>/embeddings/<node_type>/``::
 
-    part-<rank>-of-<world>.parquet   one per compute rank: int_id INT64 (dense id),
-                                     embedding LIST<FLOAT32> (all of one length, ``dim``)
-    _SUCCESS                         JSON, written last and only when every node of the type
-                                     appears exactly once over all parts:
-                                     {schema_version, node_type, count, dim, files,
-                                      checkpoint_step, finished_at (UTC ISO 8601), seconds}
+    attempt-<UTC>-<hex>/part-<rank>-of-<world>.parquet
+                                     one per compute rank of one inference attempt: int_id INT64
+                                     (dense id), embedding LIST<FLOAT32> (all of one length, ``dim``)
+    _SUCCESS                         JSON, the pointer: written last and only when every node of
+                                     the type appears exactly once over the attempt's parts:
+                                     {schema_version, node_type, count, dim, files (paths relative
+                                      to this folder), checkpoint_step, finished_at (UTC ISO
+                                      8601), seconds}
 
-A folder without ``_SUCCESS`` is incomplete (a failed or running attempt) and must not be read.
+Publishing is crash-atomic: an attempt writes only into its own ``attempt-*`` folder, so the
+previous ``_SUCCESS`` and the files it lists stay valid until the new ``_SUCCESS`` replaces it in
+one atomic step (local: rename; gs://: one object upload); only then are other attempts' folders
+removed. A kill at any moment leaves the old complete set or the new one. A folder without
+``_SUCCESS`` holds no complete embeddings and must not be read. ``files`` entries are checked
+against the names this module writes (no ``..``, no absolute paths) before anything is read.
+Schema 1 (flat ``part-*`` files beside ``_SUCCESS``) is still read.
 This module imports neither torch nor GLT.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
+import secrets
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 SUCCESS = "_SUCCESS"
+ATTEMPT_PREFIX = "attempt-"
+_LISTED_FILE = re.compile(r"^(attempt-\d{8}T\d{6}Z-[0-9a-f]{8}/)?part-\d{5}-of-\d{5}\.parquet$")
 
 
 def embeddings_uri(run_dir: str, node_type: str) -> str:
@@ -38,14 +52,59 @@ def is_shard_name(name: str) -> bool:
     return name.startswith("part-") and name.endswith(".parquet")
 
 
+def new_attempt_name(now: datetime.datetime | None = None) -> str:
+    """A fresh attempt folder name, ``attempt-<UTC>-<hex>`` (unique per attempt)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return f"{ATTEMPT_PREFIX}{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
+
+
+def check_listed_file(marker_uri: str, name: object) -> str:
+    """``name`` from a ``_SUCCESS`` file list, when it is a part file this module writes (so it
+    stays inside the folder); RuntimeFailure naming the marker otherwise."""
+    if not isinstance(name, str) or not _LISTED_FILE.match(name):
+        raise RuntimeFailure(f"{marker_uri} lists {str(name)[:120]!r}, which is not an embeddings "
+                             "part file of this folder; rerun the infer stage")
+    return name
+
+
 def read_success(run_dir: str, node_type: str) -> dict:
-    """The ``_SUCCESS`` marker of a node type's embeddings; RuntimeFailure when it is missing."""
+    """The ``_SUCCESS`` marker of a node type's embeddings, checked: RuntimeFailure when it is
+    missing, not JSON, of an unknown schema, or lists files outside the folder."""
     uri = uris.join(embeddings_uri(run_dir, node_type), SUCCESS)
     if not uris.exists(uri):
         raise RuntimeFailure(f"no complete embeddings for node type {node_type!r}: {uri} is missing "
                              "(run the infer stage; a failed or interrupted run leaves no marker)")
-    marker = json.loads(uris.read_text(uri))
-    if marker.get("schema_version") != SCHEMA_VERSION:
+    try:
+        marker = json.loads(uris.read_text(uri))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); "
+                             "rerun the infer stage") from None
+    if not isinstance(marker, dict):
+        raise RuntimeFailure(f"{uri} is not a JSON object; rerun the infer stage")
+    if marker.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         raise RuntimeFailure(f"{uri}: schema_version {marker.get('schema_version')!r}, this version "
-                             f"reads {SCHEMA_VERSION}; rerun the infer stage")
+                             f"reads {READABLE_SCHEMA_VERSIONS}; rerun the infer stage")
+    missing = [k for k in ("count", "dim", "files", "finished_at") if k not in marker]
+    if missing or not isinstance(marker["files"], list):
+        raise RuntimeFailure(f"{uri} lacks {', '.join(missing) or 'a files list'}; rerun the "
+                             "infer stage")
+    for name in marker["files"]:
+        check_listed_file(uri, name)
     return marker
+
+
+def publish_success(out_dir: str, marker: dict) -> None:
+    """Write ``_SUCCESS`` (the atomic switch to the attempt it lists), then remove every other
+    attempt folder and flat part files of schema 1 (module docs: order matters)."""
+    from graphstore.pause_points import pause_point
+
+    pause_point("embeddings:before-success")
+    uris.write_text(uris.join(out_dir, SUCCESS), json.dumps(marker, indent=1))
+    pause_point("embeddings:switched")
+    keep = {name.split("/", 1)[0] for name in marker["files"] if "/" in name}
+    for name in uris.list_dirs(out_dir):
+        if name.startswith(ATTEMPT_PREFIX) and name not in keep:
+            uris.remove_tree(uris.join(out_dir, name))
+    for name in uris.list_names(out_dir):
+        if is_shard_name(name):
+            uris.remove_file(uris.join(out_dir, name))

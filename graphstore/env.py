@@ -266,3 +266,15 @@ def emulator_hosts(environ: Mapping[str, str]) -> dict[str, str]:
     hosts = {"storage": environ.get(STORAGE_EMULATOR_HOST, "").strip(),
              "bigquery": environ.get(BIGQUERY_EMULATOR_HOST, "").strip()}
     return {k: v if "://" in v else f"http://{v}" for k, v in hosts.items() if v}
+
+
+PAUSE_AT = "GRAPHSTORE_TEST_PAUSE_AT"
+"""Test-only: ``<point name>=<flag file>``; see :mod:`graphstore.pause_points`."""
+
+
+def pause_request(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The pause point a fault test asked for: ``(point name, flag file)``, or None (the normal
+    case). Malformed values are ignored: the variable is a test hook, never user configuration."""
+    raw = environ.get(PAUSE_AT, "")
+    name, sep, flag = raw.partition("=")
+    return (name, flag) if sep and name and flag else None

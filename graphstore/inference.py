@@ -7,16 +7,18 @@ written by the trainer) -> temporary global group -> ``agree_on_cluster`` -> des
 storage session k; the storage side serves exactly one session per node type (derived).
 
 Per worker (``_worker``), for its node type:
-  1. ``init_compute_process``; global rank 0 removes the type's ``_SUCCESS`` marker and any
-     ``part-*.parquet`` of an earlier attempt; a barrier orders that before every write;
+  1. ``init_compute_process``; global rank 0 names this attempt's folder
+     (``attempt-<UTC>-<hex>``, graphstore.embeddings) and broadcasts it: every rank writes only
+     there, so the previous ``_SUCCESS`` and its files stay valid until step 4 replaces it;
   2. node ids fetched for this rank (graph store: a contiguous slice of every storage rank's
      owned ids; colocated: a slice of this machine's), ``DistNeighborLoader``, eval mode, no grad;
-  3. each rank writes ``part-<rank>-of-<world>.parquet`` (columns ``int_id`` int64,
+  3. each rank writes ``<attempt>/part-<rank>-of-<world>.parquet`` (columns ``int_id`` int64,
      ``embedding`` list<float32>; graphstore.embeddings), through a temporary name so a reader
      never sees half a file;
   4. counts are all-reduced; global rank 0 checks that every node of the type was embedded
-     exactly once (distinct count == node count) and only then writes ``_SUCCESS``; anything
-     else fails the stage with no marker;
+     exactly once (distinct count == node count) and only then writes ``_SUCCESS`` (the atomic
+     switch), then removes older attempts; anything else fails the stage and leaves the
+     previous ``_SUCCESS`` (if any) as it was;
   5. loaders shut down, then ``shutdown_compute_process`` (ends the session on every server).
 """
 
@@ -35,7 +37,8 @@ import torch
 import torch.distributed as dist
 
 from graphstore import uris
-from graphstore.embeddings import SCHEMA_VERSION, SUCCESS, embeddings_uri, is_shard_name, shard_name
+from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, embeddings_uri, new_attempt_name,
+                                   publish_success, shard_name)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
@@ -108,12 +111,9 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     colocated = local_dataset is not None
     ds = local_dataset if colocated else RemoteDistDataset(info, local_rank)
     meta = ds.metadata
-    if rank == 0:  # stale files of an earlier attempt go before anyone writes
-        uris.remove_file(uris.join(out_dir, SUCCESS))
-        for name in uris.list_names(out_dir):
-            if is_shard_name(name):
-                uris.remove_file(uris.join(out_dir, name))
-    dist.barrier()
+    attempt = [new_attempt_name() if rank == 0 else ""]
+    dist.broadcast_object_list(attempt, src=0)  # every rank writes into rank 0's attempt folder
+    attempt_dir = uris.join(out_dir, attempt[0])
     model = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
     model.load_state_dict(ckpt["state_dict"])
     model.eval()
@@ -142,7 +142,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     dim = int(ckpt["model_config"]["out_dim"])
     mine_ids = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
     mine = torch.cat(embs) if embs else torch.empty(0, dim)
-    _write_shard(uris.join(out_dir, shard_name(rank, world)), mine_ids, mine)
+    _write_shard(uris.join(attempt_dir, shard_name(rank, world)), mine_ids, mine)
     counts = torch.tensor([len(mine_ids), len(torch.unique(mine_ids))], dtype=torch.long)
     dist.all_reduce(counts)
     # every rank holds disjoint id slices, so per-rank distinct counts add up to the global one
@@ -153,12 +153,13 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
             raise RuntimeFailure(f"infer {node_type}: wrote {rows} rows ({distinct} distinct ids) "
                                  f"for {expected} nodes; no {SUCCESS} marker written")
         marker = {"schema_version": SCHEMA_VERSION, "node_type": node_type,
-                  "count": rows, "dim": dim, "files": [shard_name(r, world) for r in range(world)],
+                  "count": rows, "dim": dim,
+                  "files": [f"{attempt[0]}/{shard_name(r, world)}" for r in range(world)],
                   "checkpoint_step": int(ckpt.get("step", 0)),
                   "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
                       timespec="seconds"),
                   "seconds": round(time.perf_counter() - t0, 1)}
-        uris.write_text(uris.join(out_dir, SUCCESS), json.dumps(marker, indent=1))
+        publish_success(out_dir, marker)
         log.info("infer %s done: %d embeddings (dim %d) in %.1f s -> %s", node_type, rows, dim,
                  marker["seconds"], out_dir)
     shutdown_compute_process()

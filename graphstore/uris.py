@@ -159,6 +159,47 @@ def list_names(uri: str) -> list[str]:
         return sorted(b.name[len(prefix):] for b in blobs)
 
 
+def list_dirs(uri: str) -> list[str]:
+    """Sorted names of the sub-folders directly under a folder or GCS prefix (empty when missing).
+    On GCS a "folder" is any prefix followed by ``/`` that has at least one object under it."""
+    if not is_gcs(uri):
+        if not os.path.isdir(uri):
+            return []
+        return sorted(n for n in os.listdir(uri) if os.path.isdir(os.path.join(uri, n)))
+    bucket, prefix = split_gcs(uri)
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    with _gcs_errors(uri, "listing"):
+        blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/", retry=_retry())
+        for _ in blobs:  # prefixes are filled in while the pages are read
+            pass
+        return sorted(p[len(prefix):].rstrip("/") for p in blobs.prefixes)
+
+
+def create_exclusive(uri: str, text: str) -> bool:
+    """Create a small file only if nothing is there yet: True when this call created it, False
+    when it already existed. Atomic against a concurrent caller (local: ``O_EXCL``; GCS: an
+    upload with the ``if_generation_match=0`` precondition)."""
+    if not is_gcs(uri):
+        os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+        try:
+            fd = os.open(uri, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return True
+    from google.api_core import exceptions as gexc
+
+    bucket, key = split_gcs(uri)
+    with _gcs_errors(uri, "creating"):
+        try:
+            _client().bucket(bucket).blob(key).upload_from_string(
+                text.encode(), if_generation_match=0, retry=_retry())
+        except gexc.PreconditionFailed:
+            return False
+    return True
+
+
 def localize(uri: str, workdir: str) -> str:
     """Return a local path holding the file at ``uri``; GCS objects are streamed into ``workdir``.
 

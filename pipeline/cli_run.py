@@ -53,10 +53,13 @@ def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
     """A run that starts after ``partition`` must find the earlier stages' outputs."""
     from graphstore import uris
 
-    needs = {"train": "shards/manifest.json", "infer": "checkpoint/model.pt",
-             "export": "config/task.yaml"}
+    from graphstore.shards.reader import is_complete
+
+    needs = {"train": "shards", "infer": "checkpoint/model.pt", "export": "config/task.yaml"}
     need = needs.get(stages[0])
-    if need and not uris.exists(uris.join(run_dir, need)):
+    found = need and (is_complete(uris.join(run_dir, need)) if need == "shards"
+                      else uris.exists(uris.join(run_dir, need)))
+    if need and not found:
         raise UsageError(f"--start-at {stages[0]} needs {uris.join(run_dir, need)} from an "
                          "earlier run: give that run's --run-id (and --run-root)")
 

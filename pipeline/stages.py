@@ -125,8 +125,7 @@ def run_partition(run_dir: str) -> None:
 
     task, res = load_frozen(run_dir)
     with recorded(run_dir, "partition") as record:
-        shards = uris.join(run_dir, "shards")
-        uris.remove_tree(shards)
+        shards = uris.join(run_dir, "shards")  # a new version; the old one stays until it is
         manifest = partition_graph(task, num_partitions=task.dataset.partition.num_partitions
                                    or res.num_partitions, output_uri=shards)
         record.update(partitions=manifest.num_partitions,

@@ -15,23 +15,23 @@ Order of work (each step logs rows and rows/s):
      endpoints: an error naming the first offending row, or (``danglingEdges: drop``) a count;
   4. id maps, partition books and per-partition node files (steps 3 and 4 run two at a time,
      :data:`PARALLEL_STEPS`; they only read the node tables);
-  5. checksums, then ``manifest.json`` LAST, then the finished folder replaces the output.
+  5. checksums, then ``manifest.json`` LAST, then the new version is published: the output's
+     ``CURRENT`` pointer switches to it in one atomic step (graphstore.shards.publish).
 
-Memory: DuckDB runs with ``memoryLimitMb`` and spills to the staging folder; a node table or id
+Memory: DuckDB runs with ``memoryLimitMb`` and spills to the run's work folder; a node table or id
 map held in memory may use up to :data:`LOOKUP_SHARE` of that limit, and so may the chunks of the
-edge pass. Peak RSS does not grow with the edge count. Everything is written to a staging
-folder beside the output; a crash leaves the old output untouched (local) and never a manifest
-for a partial set.
+edge pass. Peak RSS does not grow with the edge count. The new shard set is written into its own
+version folder under the output (gs://: built locally, then uploaded); a crash at any moment
+leaves the previous version current and complete, and never a manifest for a partial set.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from graphstore import uris
 from graphstore.errors import InputDataError, UsageError
+from graphstore.literal_paths import duckdb_literal_glob
 from graphstore.partition import node_arrays
 from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import EdgeOutput, IdLookup, stream_edges
@@ -64,6 +65,7 @@ from graphstore.shards.format import (
     node_dir,
     partition_book_path,
 )
+from graphstore.shards.publish import MARKER, NewVersion, ShardRoot
 from graphstore.shards.reader import sha256_file
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,7 +77,6 @@ PARALLEL_STEPS = 2
 DuckDB's own threads and ``memoryLimitMb`` are shared by all of them)."""
 LOOKUP_SHARE = 0.25
 """Fraction of ``memoryLimitMb`` one node type's in-memory id map may take (else: SQL join)."""
-MARKER = ".graphstore-shards"  # written first: identifies a folder (even a partial one) as ours
 
 
 @dataclass(frozen=True)
@@ -95,18 +96,18 @@ def _fmt(uri: str, declared: str | None) -> Literal["parquet", "csv"]:
 class _Run:
     """State of one partition run (a DuckDB connection and the staging folders)."""
 
-    def __init__(self, task: "TaskConfig", num_partitions: int, staging: str) -> None:
+    def __init__(self, task: "TaskConfig", num_partitions: int, work_dir: str, out_dir: str) -> None:
+        """``out_dir``: the (existing) folder the shard files go to; ``work_dir``: scratch on
+        the same file system (hive folders are moved from there into ``out_dir``)."""
         self.task = task
         self.P = num_partitions
         self.direction = task.trainer.storage.storage_args.sample_edge_direction
-        self.staging = staging
-        self.out = os.path.join(staging, "out")
-        self.hive = os.path.join(staging, "hive")
-        os.makedirs(self.out)
+        self.out = out_dir
+        self.work = work_dir
+        self.hive = os.path.join(work_dir, "hive")
         os.makedirs(os.path.join(self.hive, "edges"))
         os.makedirs(os.path.join(self.hive, "nodes"))
         os.makedirs(os.path.join(self.hive, "labels"))
-        open(os.path.join(self.out, MARKER), "w").close()
         pcfg = task.dataset.partition
         self.dangling = pcfg.dangling_edges
         # COPY options of every file written; uncompressed is the default: dense int64 ids and
@@ -114,7 +115,7 @@ class _Run:
         self.parquet = f"FORMAT PARQUET, COMPRESSION {sql_str(pcfg.parquet_compression)}"
         self.con = duckdb.connect(config={
             "memory_limit": f"{pcfg.memory_limit_mb}MB",
-            "temp_directory": os.path.join(staging, "spill"),
+            "temp_directory": os.path.join(work_dir, "spill"),
             "preserve_insertion_order": False,
         })
         self._local = threading.local()
@@ -143,8 +144,10 @@ class _Run:
         return cur
 
     def close(self) -> None:
+        """Close every DuckDB connection (idempotent)."""
         for cur in self._cursors:
             cur.close()
+        self._cursors.clear()
         self.con.close()
 
     # -- 1. sources ---------------------------------------------------------------------------
@@ -152,7 +155,7 @@ class _Run:
                     columns: Sequence[str]) -> Table:
         """A source table, local, on gs:// (copied locally) or in BigQuery (``bq://``: the
         ``columns`` the config uses copied to a local Parquet file, graphstore.bigquery_source)."""
-        inputs = os.path.join(self.staging, "inputs")
+        inputs = os.path.join(self.work, "inputs")
         if declared_format == "bigquery":
             from graphstore import bigquery_source
 
@@ -414,7 +417,8 @@ class _Run:
 
     def _edge_files(self, key: str) -> str:
         """SQL list items of the written Parquet files of an edge type."""
-        return ", ".join(sql_str(os.path.join(self.out, edge_dir(p, key), "*.parquet"))
+        return ", ".join(sql_str(duckdb_literal_glob(os.path.join(self.out, edge_dir(p, key)),
+                                                     "*.parquet"))
                          for p in range(self.P)
                          if os.path.isdir(os.path.join(self.out, edge_dir(p, key))))
 
@@ -594,48 +598,14 @@ def _write_edge_type(run: _Run, task: "TaskConfig", key: str, es: "EdgeSource", 
     return infos
 
 
-def _check_output(output_uri: str) -> None:
-    """Refuse to replace a local folder that is not a (possibly partial) shard set of ours."""
-    if uris.is_gcs(output_uri) or not os.path.exists(output_uri):
-        return
-    if not os.path.isdir(output_uri):
-        raise UsageError(f"--output {output_uri} is a file; give a folder path")
-    if os.listdir(output_uri) and not any(
-        os.path.exists(os.path.join(output_uri, n)) for n in (MANIFEST, MARKER)
-    ):
-        raise UsageError(
-            f"--output {output_uri} exists and is not a shard set; choose a new or empty folder"
-        )
-
-
-def _publish(out: str, output_uri: str) -> None:
-    """Replace the output with the finished staging folder; the manifest lands last."""
-    if uris.is_gcs(output_uri):
-        uris.remove_file(uris.join(output_uri, MANIFEST))
-        uris.remove_tree(output_uri)
-        uris.upload_tree(out, output_uri, last=(MANIFEST,))
-        return
-    old_manifest = os.path.join(output_uri, MANIFEST)
-    if os.path.exists(old_manifest):
-        os.remove(old_manifest)  # from here on the old set no longer looks complete
-    if os.path.exists(output_uri):
-        shutil.rmtree(output_uri)
-    os.replace(out, output_uri)
-
-
 def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str) -> Manifest:
     """Partition the task's raw tables into ``num_partitions`` shards at ``output_uri``."""
     if num_partitions < 1:
         raise UsageError(f"number of partitions must be >= 1, got {num_partitions}")
-    _check_output(output_uri)
+    root = ShardRoot.claim(output_uri)
     t_start = time.perf_counter()
-    parent = None
-    if not uris.is_gcs(output_uri):
-        parent = os.path.dirname(os.path.abspath(output_uri))
-        os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".partition-staging-", dir=parent)
-    try:
-        run = _Run(task, num_partitions, staging)
+    with NewVersion.start(root) as version, contextlib.closing(
+            _Run(task, num_partitions, version.work_dir, version.local_dir)) as run:
         node_srcs = {ns.node_type: (ns, run.open_source(
                          ns.uri, ns.format, (ns.id_column, *ns.feature_columns)))
                      for ns in task.dataset.node_sources}
@@ -688,10 +658,9 @@ def partition_graph(task: "TaskConfig", *, num_partitions: int, output_uri: str)
                    "edges_per_s": round(total_edges / max(elapsed, 1e-9), 1)})
         with open(os.path.join(run.out, MANIFEST), "w") as fh:
             fh.write(manifest.to_json())
-        _publish(run.out, output_uri)
+        version.publish()
         log.info("partitioned edges=%d nodes=%d partitions=%d seconds=%.2f edges_per_s=%.0f "
-                 "output=%s", total_edges, sum(n.count for n in node_infos.values()),
-                 num_partitions, elapsed, total_edges / max(elapsed, 1e-9), output_uri)
+                 "output=%s version=%s", total_edges, sum(n.count for n in node_infos.values()),
+                 num_partitions, elapsed, total_edges / max(elapsed, 1e-9), output_uri,
+                 version.name)
         return manifest
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

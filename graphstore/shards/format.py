@@ -1,7 +1,10 @@
-"""The shard set format (schema_version 1): what the partition stage writes and storage reads.
+"""The shard set format (schema_version 2): what the partition stage writes and storage reads.
 
-Layout of a shard set folder (local path or gs:// prefix)::
+A shard-set *root* (the partition stage's ``--output``) holds versions and a ``CURRENT`` pointer
+naming the complete one (graphstore.shards.publish: schema 2 added that layout; a version's own
+files are as in schema 1). Layout of one version folder (``<root>/v-<UTC>-<hex>/``)::
 
+    .graphstore-shards                    marker (JSON: format, schema_version, writer): written first
     manifest.json                         written LAST; its presence marks a complete shard set
     id_map/<node_type>.parquet            int_id INT64 (dense 0..N-1, ascending), raw_id (STRING or INT64)
     partition_book/<node_type>.npy        int32[N]: the partition owning each dense id
@@ -36,7 +39,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMAT_NAME = "graphstore-shards"
 MANIFEST = "manifest.json"
 

@@ -83,6 +83,34 @@ def _feature_matrix(table: pa.Table, width: int) -> np.ndarray:
     return out
 
 
+def current_version_uri(uri: str) -> str:
+    """The folder to read for ``uri``: ``uri`` itself when it holds a manifest (one version, or
+    a set of an older layout, which the schema check then names), else the version the root's
+    ``CURRENT`` pointer names. ShardFormatError when neither exists."""
+    from graphstore.errors import UsageError
+    from graphstore.shards.publish import POINTER, read_pointer
+
+    if uris.exists(uris.join(uri, MANIFEST)):
+        return uri
+    try:
+        version = read_pointer(uri)
+    except UsageError as exc:
+        raise ShardFormatError(str(exc)) from None
+    if version is None:
+        raise ShardFormatError(
+            f"{uris.join(uri, POINTER)} not found: not a complete shard set (the partition stage "
+            "publishes it last; rerun `python -m components.partition`)")
+    return uris.join(uri, version)
+
+
+def is_complete(uri: str) -> bool:
+    """True when ``uri`` names a published shard set (its manifest is reachable); no checksums."""
+    try:
+        return uris.exists(uris.join(current_version_uri(uri), MANIFEST))
+    except ShardFormatError:
+        return False
+
+
 class ShardSet:
     """A validated, opened shard set. Use :meth:`open`."""
 
@@ -93,7 +121,9 @@ class ShardSet:
 
     @classmethod
     def open(cls, uri: str, *, workdir: str | None = None) -> "ShardSet":
-        """Open the shard set at ``uri``; a gs:// set is first copied under ``workdir``."""
+        """Open the shard set at ``uri``: a root (the version its ``CURRENT`` pointer names) or
+        one version folder; a gs:// set is first copied under ``workdir``."""
+        uri = current_version_uri(uri)
         root = uri
         if uris.is_gcs(uri):
             root = tempfile.mkdtemp(prefix="shards-", dir=workdir)

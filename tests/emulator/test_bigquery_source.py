@@ -39,12 +39,11 @@ def _configs(tmp: Path, sources: dict[str, str]) -> tuple[Path, Path]:
 
 def _graph(shards: Path) -> dict:
     """Node and edge counts, raw ids, each node's features and each edge, by raw ids."""
-    manifest = json.loads((shards / "manifest.json").read_text())
     s = ShardSet.open(str(shards))
     raw = {nt: s.id_map(nt).sort_by("int_id").column("raw_id").to_pylist()
-           for nt in manifest["node_types"]}
+           for nt in s.manifest.node_types}
     feats, edges = {nt: {} for nt in raw}, {}
-    for p in range(manifest["num_partitions"]):
+    for p in range(s.manifest.num_partitions):
         part = s.load_partition(p)
         for nt, shard in part.nodes.items():
             for i, row in zip(shard.ids, shard.feats if shard.feats is not None else []):

@@ -15,6 +15,7 @@ import yaml
 from graphstore import uris
 from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.export.bigquery_warehouse import BigQueryWarehouse
+from graphstore.shards.reader import ShardSet
 from tests.integration.test_pipeline_run import TRAINER_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,8 +45,8 @@ def test_whole_pipeline_on_gcs_exports_to_bigquery(tmp_path, bucket, bigquery_em
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = f"{root}/g1"
     assert not (REPO / "gs:").exists()  # nothing landed in a local folder named after the URI
-    manifest = json.loads(uris.read_text(f"{run}/shards/manifest.json"))
-    counts = {nt: manifest["node_types"][nt]["count"] for nt in ("user", "item")}
+    manifest = ShardSet.open(f"{run}/shards", workdir=str(tmp_path)).manifest
+    counts = {nt: manifest.node_types[nt].count for nt in ("user", "item")}
     assert uris.exists(f"{run}/checkpoint/model.pt")
     assert json.loads(uris.read_text(f"{run}/checkpoint/metrics.json"))["test"]["model"]["count"] > 0
     for nt, n in counts.items():

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.shards.reader import ShardSet
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]
@@ -58,8 +59,8 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     first = _run(tp, rp, root, "--run-id", "r1")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     run = root / "r1"
-    manifest = json.loads((run / "shards" / "manifest.json").read_text())
-    counts = {nt: manifest["node_types"][nt]["count"] for nt in ("user", "item")}
+    manifest = ShardSet.open(str(run / "shards")).manifest
+    counts = {nt: manifest.node_types[nt].count for nt in ("user", "item")}
     for nt, n in counts.items():
         assert _rows(root, f"embeddings_{nt}") == [("r1", n, n)]
     records = {json.loads(p.read_text())["stage"] for p in (run / "_stages").glob("*.json")}

@@ -15,6 +15,7 @@ import yaml
 from graphstore.config import load_config_pair
 from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
+from graphstore.shards.reader import ShardSet
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]
@@ -81,21 +82,26 @@ def test_graph_store_training_learns_validates_and_embeds(tmp_path):
     similar = by_type["item__similar_to__item"]
     assert similar["model"]["count"] > 50 and similar["model"]["mrr"] > similar["popularity"]["mrr"]
     assert (run / "checkpoint" / "model.pt").exists()
-    # inference: one session per node type, every node exactly once, stale files of an earlier
-    # attempt removed
+    # inference: one session per node type, every node exactly once, into a new attempt folder;
+    # files of earlier attempts (a killed one, and the flat files of schema 1) removed after
     stale = run / "embeddings" / "user" / "part-00007-of-00009.parquet"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"stale")
+    stale_attempt = run / "embeddings" / "user" / "attempt-20200101T000000Z-0000abcd"
+    stale_attempt.mkdir()
+    (stale_attempt / "part-00000-of-00002.parquet").write_bytes(b"stale")
     out3 = _train(tp, rp, run, stage="infer")
     assert "infer session 2/2: node type item finished" in out3
-    manifest = json.loads((run / "shards" / "manifest.json").read_text())
+    manifest = ShardSet.open(str(run / "shards")).manifest
     for node_type in ("user", "item"):
         folder = run / "embeddings" / node_type
         marker = json.loads((folder / "_SUCCESS").read_text())
-        expected = manifest["node_types"][node_type]["count"]
-        assert sorted(p.name for p in folder.glob("part-*")) == marker["files"] == [
-            "part-00000-of-00002.parquet", "part-00001-of-00002.parquet"]
-        table = pq.read_table(folder)
+        expected = manifest.node_types[node_type].count
+        (attempt,) = [p.name for p in folder.iterdir() if p.is_dir()]
+        assert sorted(str(p.relative_to(folder)) for p in folder.rglob("part-*")) == \
+            marker["files"] == [f"{attempt}/part-00000-of-00002.parquet",
+                                f"{attempt}/part-00001-of-00002.parquet"]
+        table = pq.read_table([str(folder / f) for f in marker["files"]])
         ids = table.column("int_id").to_numpy()
         assert marker["count"] == len(ids) == expected and len(np.unique(ids)) == expected
         assert ids.min() == 0 and ids.max() == expected - 1
@@ -127,9 +133,11 @@ def test_colocated_training_resumes_and_infers_through_the_launcher(tmp_path):
     metrics2 = json.loads((run / "checkpoint" / "metrics.json").read_text())
     assert metrics2["steps"] == 25 and metrics2["test"] != metrics["test"]
     _train(tp, rp, run, stage="infer")
-    manifest = json.loads((run / "shards" / "manifest.json").read_text())
+    manifest = ShardSet.open(str(run / "shards")).manifest
     for node_type in ("user", "item"):
-        table = pq.read_table(run / "embeddings" / node_type)
+        folder = run / "embeddings" / node_type
+        files = json.loads((folder / "_SUCCESS").read_text())["files"]
+        table = pq.read_table([str(folder / f) for f in files])
         ids = table.column("int_id").to_numpy()
-        expected = manifest["node_types"][node_type]["count"]
+        expected = manifest.node_types[node_type].count
         assert len(ids) == len(np.unique(ids)) == expected

@@ -23,7 +23,7 @@ from graphstore.config import ConfigError, load_config_pair
 from graphstore.errors import InputDataError, UsageError
 from graphstore.partition import edge_stream, engine, partition_graph
 from graphstore.shards.format import MANIFEST
-from graphstore.shards.reader import ShardFormatError, ShardSet
+from graphstore.shards.reader import ShardFormatError, ShardSet, current_version_uri
 
 REPO = Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(7)
@@ -115,6 +115,11 @@ def run_partition(tmp: Path, task: dict, out: Path, num_partitions: int = 2):
     return partition_graph(cfg, num_partitions=num_partitions, output_uri=str(out))
 
 
+def current(out: Path) -> Path:
+    """The version folder a shard-set root's CURRENT pointer names."""
+    return Path(current_version_uri(str(out)))
+
+
 def raw_edges(shards: ShardSet, et: str) -> Counter:
     """All edges of one type across partitions, mapped back to raw ids."""
     info = shards.manifest.edge_types[et]
@@ -187,7 +192,7 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, pat
     # with "in" sampling the reverse edges are placed like the labels and serve as them
     info = m.edge_types["user__buys__item"]
     assert info.labels_from == ("item__rev_buys__user" if direction == "in" else None)
-    assert any(out.glob("part_*/labels")) == (direction == "out")
+    assert any(current(out).glob("part_*/labels")) == (direction == "out")
     assert sum(info.labels_per_partition) == 200
     # edge ids are one contiguous range per type
     eids = np.concatenate([shards.load_partition(p).edges["user__buys__item"].eids for p in range(2)])
@@ -230,9 +235,9 @@ def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkey
     progress = [r.getMessage() for r in caplog.records if "progress" in r.getMessage()]
     assert any("'edges user__buys__item' progress rows=" in m and "of 200 " in m
                for m in progress), progress
-    chunk_files = list((tmp_path / "memory" / "part_0" / "edges" / "user__buys__item").iterdir())
+    chunk_files = list((current(tmp_path / "memory") / "part_0" / "edges" / "user__buys__item").iterdir())
     assert len(chunk_files) == 7
-    assert not list((tmp_path / "sql").glob("part_0/edges/*/000000.parquet"))  # really SQL
+    assert not list(current(tmp_path / "sql").glob("part_0/edges/*/000000.parquet"))  # really SQL
     assert partition_contents(tmp_path / "memory") == partition_contents(tmp_path / "sql")
 
 
@@ -284,7 +289,7 @@ def test_csv_edges_join_node_tables_numbered_in_memory(tmp_path):
     shards = ShardSet.open(str(tmp_path / "shards"))
     assert raw_edges(shards, "user__buys__item") == raw["user__buys__item"]
     assert raw_edges(shards, "item__similar_to__item") == raw["item__similar_to__item"]
-    assert list((tmp_path / "shards").glob("part_*/edges/item__similar_to__item/000000.parquet"))
+    assert list(current(tmp_path / "shards").glob("part_*/edges/item__similar_to__item/000000.parquet"))
 
 
 def test_reverse_edges_can_be_switched_off(tmp_path):
@@ -324,11 +329,14 @@ def test_rerun_replaces_output_cleanly(tmp_path):
     make_raw(tmp_path / "raw")
     out = tmp_path / "shards"
     run_partition(tmp_path, task_dict(tmp_path / "raw"), out, num_partitions=3)
-    assert (out / "part_2").exists()
+    old = current(out)
+    assert (old / "part_2").exists()
     run_partition(tmp_path, task_dict(tmp_path / "raw"), out, num_partitions=2)
-    assert not (out / "part_2").exists()
+    assert not old.exists() and not (current(out) / "part_2").exists()
     assert ShardSet.open(str(out)).manifest.num_partitions == 2
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partition-staging")]
+    # only the root marker, the pointer and the one current version are left
+    assert sorted(p.name for p in out.iterdir()) == sorted([".graphstore-shards", "CURRENT",
+                                                            current(out).name])
 
 
 def test_failed_rerun_keeps_previous_complete_output(tmp_path):
@@ -341,7 +349,8 @@ def test_failed_rerun_keeps_previous_complete_output(tmp_path):
     with pytest.raises(InputDataError):
         run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
     assert ShardSet.open(str(out)).manifest == first
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partition-staging")]
+    assert sorted(p.name for p in out.iterdir()) == sorted([".graphstore-shards", "CURRENT",
+                                                            current(out).name])
 
 
 def test_refuses_to_replace_a_folder_that_is_not_a_shard_set(tmp_path):
@@ -358,19 +367,19 @@ def test_reader_rejects_missing_manifest_tampered_file_and_other_schema(tmp_path
     make_raw(tmp_path / "raw")
     out = tmp_path / "shards"
     run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
-    victim = next((out / "part_1" / "edges" / "user__buys__item").iterdir())
+    victim = next((current(out) / "part_1" / "edges" / "user__buys__item").iterdir())
     data = victim.read_bytes()
     victim.write_bytes(data[:-9] + bytes([data[-9] ^ 1]) + data[-8:])
     shards = ShardSet.open(str(out))
     shards.load_partition(0)  # untouched partition still loads
     with pytest.raises(ShardFormatError, match="checksum mismatch.*part_1/edges/user__buys__item"):
         shards.load_partition(1)
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = json.loads((current(out) / MANIFEST).read_text())
     manifest["schema_version"] = 99
-    (out / MANIFEST).write_text(json.dumps(manifest))
+    (current(out) / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ShardFormatError, match="schema_version 99"):
         ShardSet.open(str(out))
-    (out / MANIFEST).unlink()
+    (current(out) / MANIFEST).unlink()
     with pytest.raises(ShardFormatError, match="manifest.json not found"):
         ShardSet.open(str(out))
 
