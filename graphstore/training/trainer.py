@@ -43,6 +43,7 @@ from graphstore.training.losses import (
     accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
 )
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
+from graphstore.workers import spawn_workers
 
 log = logging.getLogger(__name__)
 CHECKPOINT_SCHEMA_VERSION = 1
@@ -173,8 +174,6 @@ def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
 
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
-    import torch.multiprocessing as mp
-
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
     info = agree_on_cluster(ctx, topology)
     local = None
@@ -184,7 +183,7 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
         local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = [str(e) for e in ctx.task.supervision_edge_types]
-    # spawn, not a forkserver: see graphstore.processes for why
-    mp.spawn(_worker, args=(info, args, ctx.path("checkpoint"), local, order),
-             nprocs=info.num_processes_per_compute, join=True)
+    # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
+    spawn_workers(_worker, (info, args, ctx.path("checkpoint"), local, order),
+                  info.num_processes_per_compute, first_rank=info.compute_rank(0))
     return 0
