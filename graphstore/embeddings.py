@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import secrets
+import tempfile
+
+import numpy as np
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure
@@ -46,6 +50,24 @@ def embeddings_uri(run_dir: str, node_type: str) -> str:
 def shard_name(rank: int, world: int) -> str:
     """File name of compute rank ``rank``'s part (of ``world`` ranks)."""
     return f"part-{rank:05d}-of-{world:05d}.parquet"
+
+
+def write_part(uri: str, ids: np.ndarray, embeddings: np.ndarray) -> None:
+    """Write one rank's part: ``ids`` int64 [n], ``embeddings`` float32 [n, dim]. Written to a
+    local temporary file, then put in place whole (a reader never sees half a part)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dim = embeddings.shape[1] if embeddings.ndim == 2 else 0
+    flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1), type=pa.float32())
+    offsets = pa.array(np.arange(0, (len(ids) + 1) * dim, dim, dtype=np.int32) if dim
+                       else np.zeros(len(ids) + 1, np.int32), type=pa.int32())
+    table = pa.table({"int_id": pa.array(np.asarray(ids, dtype=np.int64), type=pa.int64()),
+                      "embedding": pa.ListArray.from_arrays(offsets, flat)})
+    with tempfile.TemporaryDirectory() as tmp:
+        local = os.path.join(tmp, "part.parquet")
+        pq.write_table(table, local)
+        uris.put_file(local, uri)
 
 
 def is_shard_name(name: str) -> bool:

@@ -38,7 +38,7 @@ import torch.distributed as dist
 
 from graphstore import uris
 from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, embeddings_uri, new_attempt_name,
-                                   publish_success, shard_name)
+                                   publish_success, shard_name, write_part)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
@@ -72,21 +72,6 @@ def load_checkpoint(uri: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         return torch.load(uris.localize(uri, tmp), map_location="cpu")
 
-
-def _write_shard(uri: str, ids: torch.Tensor, emb: torch.Tensor) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    dim = emb.size(1) if emb.dim() == 2 else 0
-    flat = pa.array(emb.reshape(-1).numpy(), type=pa.float32())
-    offsets = pa.array(range(0, (len(ids) + 1) * dim, dim) if dim else [0] * (len(ids) + 1),
-                       type=pa.int32())
-    table = pa.table({"int_id": pa.array(ids.numpy(), type=pa.int64()),
-                      "embedding": pa.ListArray.from_arrays(offsets, flat)})
-    with tempfile.TemporaryDirectory() as tmp:
-        local = os.path.join(tmp, "shard.parquet")
-        pq.write_table(table, local)
-        uris.put_file(local, uri)
 
 
 def _node_input(job_ds, colocated: bool, node_type: str, homogeneous: bool, local_rank: int,
@@ -142,7 +127,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     dim = int(ckpt["model_config"]["out_dim"])
     mine_ids = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
     mine = torch.cat(embs) if embs else torch.empty(0, dim)
-    _write_shard(uris.join(attempt_dir, shard_name(rank, world)), mine_ids, mine)
+    write_part(uris.join(attempt_dir, shard_name(rank, world)), mine_ids.numpy(), mine.numpy())
     counts = torch.tensor([len(mine_ids), len(torch.unique(mine_ids))], dtype=torch.long)
     dist.all_reduce(counts)
     # every rank holds disjoint id slices, so per-rank distinct counts add up to the global one

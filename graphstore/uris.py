@@ -107,15 +107,20 @@ def exists(uri: str) -> bool:
 
 def write_text(uri: str, text: str) -> None:
     """Write a small text file (local: parents created, written to a temporary name and renamed,
-    so a reader never sees part of it) or GCS object (an upload is atomic)."""
+    so a reader never sees part of it) or GCS object (an upload is atomic). A kill at any moment
+    leaves the old text or the new (pause point ``write_text:<file name>`` for the fault tests)."""
+    from graphstore.pause_points import pause_point
+
     if not is_gcs(uri):
         os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
         tmp = f"{uri}.tmp{os.getpid()}"
         with open(tmp, "w") as fh:
             fh.write(text)
+        pause_point(f"write_text:{basename(uri)}")
         os.replace(tmp, uri)
         return
     bucket, key = split_gcs(uri)
+    pause_point(f"write_text:{basename(uri)}")
     with _gcs_errors(uri, "writing"):
         _client().bucket(bucket).blob(key).upload_from_string(text.encode(), retry=_retry())
 

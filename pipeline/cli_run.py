@@ -37,9 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resource-config", required=True, help="resource config YAML (local)")
     parser.add_argument("--run-root", default="runs", help="folder or gs:// prefix holding one "
                         "folder per run (default: runs)")
-    parser.add_argument("--run-id", help="run id (default: the UTC time, e.g. 20261129T031500Z); "
-                        "give an earlier run's id with --start-at to resume it")
-    parser.add_argument("--start-at", default=STAGES[0], choices=STAGES)
+    parser.add_argument("--run-id", help="run id (default: the UTC time and a random suffix, "
+                        "e.g. 20261129T031500Z-3f9a; letters, digits, '.', '_', '-'); a run "
+                        "folder that already holds a run is refused unless --start-at is given")
+    parser.add_argument("--start-at", default=None, choices=STAGES,
+                        help=f"first stage (default {STAGES[0]}); giving it with the --run-id of "
+                             "an earlier run resumes that run in its folder")
     parser.add_argument("--stop-after", default=STAGES[-1], choices=STAGES)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value (dotted path), repeatable")
@@ -161,9 +164,13 @@ def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from graphstore.config import load_config_pair
-    from pipeline.stages import dump_yaml, new_run_id, stage_range
+    from graphstore.run_ids import check_run_id, new_run_id
+    from pipeline.stages import STAGES, check_run_folder, dump_yaml, stage_range
 
-    stages = stage_range(args.start_at, args.stop_after)
+    stages = stage_range(args.start_at or STAGES[0], args.stop_after)
+    resume = args.start_at is not None
+    if args.run_id is not None:
+        check_run_id(args.run_id, "--run-id")
     task, res = load_config_pair(args.task_config, args.resource_config, tuple(args.overrides))
     for stage, stage_res in (("train", res.trainer), ("infer", res.inferencer)):
         if stage in stages and stage_res.kind != "local":
@@ -172,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     run_root = args.run_root if uris.is_gcs(args.run_root) else os.path.abspath(args.run_root)
     run_id = args.run_id or new_run_id()
     run_dir = uris.join(run_root, run_id)
+    check_run_folder(run_dir, resume=resume)  # fail fast; the freeze task claims it atomically
     _check_resume(run_dir, stages)
     from kfp import local
 
@@ -191,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         with quiet:
             pipeline_fn(task_config=dump_yaml(task.to_dict()),
                         resource_config=dump_yaml(res.to_dict()), run_root=run_root,
-                        run_id=run_id, start_at=stages[0], stop_after=stages[-1])
+                        run_id=run_id, start_at=stages[0], stop_after=stages[-1], resume=resume)
     except Exception as exc:  # noqa: BLE001 - KFP reports a failed task as a plain exception
         from pipeline.stages import read_records
 

@@ -29,7 +29,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", required=True,
                         help="container image holding this repository (every task and CustomJob)")
     parser.add_argument("--run-root", help="runs folder (default: <perm_assets_bucket>/runs)")
-    parser.add_argument("--start-at", default=STAGES[0], choices=STAGES)
+    parser.add_argument("--start-at", default=None, choices=STAGES,
+                        help=f"first stage (default {STAGES[0]}); with --run-id of an earlier run "
+                             "it resumes that run in its folder")
     parser.add_argument("--stop-after", default=STAGES[-1], choices=STAGES)
     parser.add_argument("--display-name", default="graphstore-pipeline")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -51,7 +53,12 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     from pipeline.dag import compile_pipeline
     from pipeline.stages import dump_yaml, stage_range
 
-    stages = stage_range(args.start_at, args.stop_after)
+    from graphstore.run_ids import check_run_id
+    from pipeline.stages import STAGES
+
+    stages = stage_range(args.start_at or STAGES[0], args.stop_after)
+    if run_id:
+        check_run_id(run_id, "--run-id")
     task, res = load_config_pair(args.task_config, args.resource_config, tuple(args.overrides))
     run_root = args.run_root
     if not run_root:
@@ -72,7 +79,8 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     compile_pipeline(template, image=args.image)
     params = {"task_config": dump_yaml(task.to_dict()), "resource_config": dump_yaml(res.to_dict()),
               "run_root": run_root, "run_id": run_id, "start_at": stages[0],
-              "stop_after": stages[-1], "graph_store_image": args.image}
+              "stop_after": stages[-1], "graph_store_image": args.image,
+              "resume": bool(run_id) and args.start_at is not None}
     credentials = AnonymousCredentials() if args.dry_run else None
     job = vertex.pipeline_job(res, template_path=template, parameter_values=params,
                               display_name=args.display_name, credentials=credentials)

@@ -8,7 +8,9 @@ parameter) or the local environment has it installed.
 
 Parameters of the pipeline: ``task_config`` / ``resource_config`` (YAML text, already validated
 by the client), ``run_root`` (runs folder, local or gs://), ``run_id`` (empty: derived from the
-clock), ``run_date`` (empty: today, UTC), ``start_at`` / ``stop_after`` (stage names),
+clock plus a random suffix), ``run_date`` (empty: today, UTC), ``start_at`` / ``stop_after``
+(stage names), ``resume`` (the run folder of ``run_id`` may already hold that run: the client
+sets it when the user gave ``--start-at``; otherwise an existing run folder is refused),
 ``graph_store_image`` (the image of the Vertex AI CustomJobs of train and infer; default: the
 compile-time image).
 
@@ -33,12 +35,13 @@ PIPELINE_NAME = "graphstore-pipeline"
 
 
 def _freeze(task_config: str, resource_config: str, run_root: str, run_id: str, run_date: str,
-            job_name: str) -> NamedTuple("Frozen", run_dir=str, node_types=List[str]):
+            resume: bool, job_name: str) -> NamedTuple("Frozen", run_dir=str, node_types=List[str]):
     from collections import namedtuple
 
     from pipeline.stages import freeze
 
-    run_dir, node_types = freeze(task_config, resource_config, run_root, run_id or "", run_date)
+    run_dir, node_types = freeze(task_config, resource_config, run_root, run_id or "", run_date,
+                                 resume=resume)
     return namedtuple("Frozen", "run_dir node_types")(run_dir, node_types)
 
 
@@ -106,9 +109,10 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> 
     @dsl.pipeline(name=PIPELINE_NAME, description="partition -> train -> infer -> export")
     def graphstore_pipeline(task_config: str, resource_config: str, run_root: str,
                             run_id: str = "", run_date: str = "", start_at: str = "partition",
-                            stop_after: str = "export", graph_store_image: str = image):
+                            stop_after: str = "export", graph_store_image: str = image,
+                            resume: bool = False):
         frozen = freeze_op(task_config=task_config, resource_config=resource_config,
-                           run_root=run_root, run_id=run_id, run_date=run_date,
+                           run_root=run_root, run_id=run_id, run_date=run_date, resume=resume,
                            job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
         frozen.set_display_name("freeze-configs").set_caching_options(enable_caching)
 

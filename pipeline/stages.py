@@ -33,16 +33,52 @@ import yaml
 from graphstore import uris
 from graphstore.config import load_config_pair
 from graphstore.errors import GraphstoreError, UsageError
+from graphstore.run_ids import check_run_id, new_run_id
 
 log = logging.getLogger(__name__)
 STAGES = ("partition", "train", "infer", "export")
 PLACEHOLDERS = ("{run_id}", "{run_date}", "{run_time}")
 
 
-def new_run_id(now: datetime.datetime | None = None) -> str:
-    """A run id from the UTC clock: ``20261129T031500Z``."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y%m%dT%H%M%SZ")
+RUN_RECORD = ("config", "run.json")
+"""A run folder's claim: created exclusively by the run that owns the folder (run id, date, time,
+started_at); later stages and resumed runs read it, nobody overwrites it."""
+
+
+def check_run_folder(run_dir: str, *, resume: bool) -> dict | None:
+    """The run record of ``run_dir`` when it holds a run that may be resumed, None when the
+    folder is free; UsageError when it holds another run and ``resume`` is off, or holds files
+    that are not a run of ours (nothing is written here)."""
+    record_uri = uris.join(run_dir, *RUN_RECORD)
+    if uris.exists(record_uri):
+        try:
+            record = json.loads(uris.read_text(record_uri))
+        except (ValueError, UnicodeDecodeError):
+            raise UsageError(f"{record_uri} is not a run record (not JSON); choose another "
+                             "--run-id") from None
+        if not resume:
+            raise UsageError(f"run folder {run_dir} already holds run {uris.basename(run_dir)} "
+                             f"(started {record.get('started_at', '?')}); resume it with "
+                             "--start-at <stage>, or choose another --run-id")
+        return record
+    if uris.list_names(run_dir) or uris.list_dirs(run_dir):
+        raise UsageError(f"{run_dir} exists and holds files but no {'/'.join(RUN_RECORD)}: not a "
+                         "run folder of ours; choose another --run-id or --run-root")
+    return None
+
+
+def claim_run_folder(run_root: str, run_id: str, record: dict, *, resume: bool) -> dict:
+    """Claim ``<run_root>/<run_id>`` for a run: create its run record exclusively (atomic against
+    a concurrent run, local and gs://). Returns the record in force: ``record`` when this call
+    created it, the existing one when ``resume`` allows reusing the folder; UsageError otherwise
+    (see :func:`check_run_folder`)."""
+    run_dir = uris.join(run_root, run_id)
+    existing = check_run_folder(run_dir, resume=resume)
+    if existing is not None:
+        return existing
+    if uris.create_exclusive(uris.join(run_dir, *RUN_RECORD), json.dumps(record, indent=1)):
+        return record
+    return check_run_folder(run_dir, resume=resume) or record  # lost a race: the same rule
 
 
 def resolve_placeholders(text: str, values: dict[str, str]) -> str:
@@ -75,27 +111,51 @@ def load_frozen(run_dir: str):
         return load_config_pair(uris.localize(task_uri, tmp), uris.localize(res_uri, tmp))
 
 
-def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
-           run_date: str = "") -> tuple[str, list[str]]:
-    """First task of a run: resolve placeholders, validate, write the frozen configs into the
-    run folder (local or gs://). Returns ``(run_dir, node types to export)``."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    if run_date:
-        now = datetime.datetime.fromisoformat(run_date).replace(tzinfo=datetime.timezone.utc)
-    run_id = run_id or new_run_id(now)
-    values = {"run_id": run_id, "run_date": now.strftime("%Y-%m-%d"), "run_time": now.strftime("%H%M%S")}
-    run_dir = uris.join(run_root, run_id)
-    texts = [resolve_placeholders(text, values) for text in (task_yaml, resource_yaml)]
-    with tempfile.TemporaryDirectory(prefix="config-") as tmp:  # validate before writing
+def _resolve_and_validate(texts: tuple[str, str], values: dict[str, str]):
+    """The config texts with placeholders resolved, and the validated TaskConfig."""
+    resolved = [resolve_placeholders(text, values) for text in texts]
+    with tempfile.TemporaryDirectory(prefix="config-") as tmp:
         local = [os.path.join(tmp, "task.yaml"), os.path.join(tmp, "resource.yaml")]
-        for path, text in zip(local, texts):
+        for path, text in zip(local, resolved):
             with open(path, "w") as fh:
                 fh.write(text)
         task, _ = load_config_pair(*local)
+    return resolved, task
+
+
+def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
+           run_date: str = "", resume: bool = False) -> tuple[str, list[str]]:
+    """First task of a run: claim the run folder (an explicit ``run_id`` is checked; a folder
+    holding another run is refused unless ``resume``; an empty ``run_id`` gets a fresh one),
+    resolve placeholders (a resumed run keeps its original date and time), validate, and write
+    the frozen configs into the run folder (local or gs://). Returns ``(run_dir, node types to
+    export)``."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if run_date:
+        now = datetime.datetime.fromisoformat(run_date).replace(tzinfo=datetime.timezone.utc)
+    if run_id:
+        check_run_id(run_id, "run_id")
+    candidates = [run_id] if run_id else [new_run_id(now) for _ in range(5)]
+    for candidate in candidates:
+        values = {"run_id": candidate, "run_date": now.strftime("%Y-%m-%d"),
+                  "run_time": now.strftime("%H%M%S")}
+        texts, task = _resolve_and_validate((task_yaml, resource_yaml), values)  # before claiming
+        try:
+            record = claim_run_folder(run_root, candidate,
+                                      {**values, "started_at": now.isoformat(timespec="seconds")},
+                                      resume=resume and bool(run_id))
+        except UsageError:
+            if run_id or candidate == candidates[-1]:
+                raise
+            continue  # a fresh id another run took in the same instant: draw again
+        kept = {k: str(record.get(k, v)) for k, v in values.items()}
+        if kept != values:  # a resumed run keeps the date and time it started with
+            texts, task = _resolve_and_validate((task_yaml, resource_yaml), kept)
+        run_id = candidate
+        break
+    run_dir = uris.join(run_root, run_id)
     for uri, text in zip(config_paths(run_dir), texts):
         uris.write_text(uri, text)
-    uris.write_text(uris.join(run_dir, "config", "run.json"),
-                    json.dumps({**values, "started_at": now.isoformat(timespec="seconds")}, indent=1))
     node_types = list(task.inferencer.node_types) if task.inferencer else []
     return run_dir, node_types
 

@@ -7,7 +7,6 @@ import re
 from graphstore.errors import UsageError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1000}$")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LATEST_SUFFIX = "_latest"
 
 
@@ -31,9 +30,7 @@ def latest_view_name(table: str) -> str:
 
 
 def check_run_id(run_id: str) -> str:
-    """``run_id`` when it is 1-128 of letters, digits, ``.``, ``_``, ``-`` (it names folders and
-    is stored as a value); UsageError otherwise."""
-    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
-        raise UsageError(f"run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
-    return run_id
+    """``run_id`` when it follows graphstore.run_ids' rule; UsageError otherwise."""
+    from graphstore.run_ids import check_run_id as check
+
+    return check(run_id)

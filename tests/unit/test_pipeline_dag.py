@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,8 @@ def _executors(spec: dict, dag: dict, path: tuple[str, ...]) -> list[tuple[tuple
 def test_compiled_pipeline_has_the_parameters_and_image(compiled):
     params = compiled["root"]["inputDefinitions"]["parameters"]
     assert set(params) == {"task_config", "resource_config", "run_root", "run_id", "run_date",
-                           "start_at", "stop_after", "graph_store_image"}
+                           "start_at", "stop_after", "graph_store_image", "resume"}
+    assert params["resume"]["defaultValue"] is False
     assert params["start_at"]["defaultValue"] == "partition"
     assert params["stop_after"]["defaultValue"] == "export"
     assert params["graph_store_image"]["defaultValue"] == "europe-docker.pkg.dev/p/r/graphstore:1"
@@ -92,13 +94,14 @@ def test_freeze_resolves_placeholders_and_writes_valid_configs(tmp_path):
     res = (REPO / "configs" / "resource_local.yaml").read_text()
     run_dir, node_types = freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "",
                                  run_date="2026-11-29T03:15:00")
-    assert run_dir == str(tmp_path / "runs" / "20261129T031500Z")
+    assert re.fullmatch(re.escape(str(tmp_path / "runs" / "20261129T031500Z-")) + "[0-9a-f]{4}",
+                        run_dir), run_dir
     assert node_types == ["user", "item"]
     frozen, _ = load_config_pair(f"{run_dir}/config/task.yaml", f"{run_dir}/config/resource.yaml")
     assert frozen.dataset.data_root_uri == str(tmp_path / "raw" / "2026-11-29")
     assert frozen.export.model_version == "v031500"
     record = json.loads(Path(run_dir, "config", "run.json").read_text())
-    assert record["run_id"] == "20261129T031500Z" and record["run_date"] == "2026-11-29"
+    assert record["run_id"] == Path(run_dir).name and record["run_date"] == "2026-11-29"
     task["graphMetadata"]["nodeTypes"].append("bad type")
     with pytest.raises(Exception, match="nodeTypes"):
         freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "r2")
@@ -125,3 +128,79 @@ def test_a_stage_record_says_running_from_its_start_then_ok_or_failed(tmp_path):
         raise ValueError("bad batch")
     failed = [r for r in read_records(run) if r["stage"] == "train"]
     assert failed[0]["status"] == "failed" and "bad batch" in failed[0]["error"]
+
+
+def test_fresh_run_ids_of_the_same_second_differ_and_folders_are_claimed_once(tmp_path):
+    """Issue 11 item 7: two runs started in the same second once shared one folder."""
+    res = (REPO / "configs" / "resource_local.yaml").read_text()
+    task = (REPO / "configs" / "task_hetero.yaml").read_text()
+    root = str(tmp_path / "runs")
+    dirs = {freeze(task, res, root, "", run_date="2026-11-29T03:15:00")[0] for _ in range(5)}
+    assert len(dirs) == 5
+    for d in dirs:
+        assert json.loads(Path(d, "config", "run.json").read_text())["run_id"] == Path(d).name
+
+
+def test_a_run_folder_holding_another_run_is_refused_unless_resumed(tmp_path):
+    res = (REPO / "configs" / "resource_local.yaml").read_text()
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    task["exportConfig"]["modelVersion"] = "v{run_time}"
+    root = str(tmp_path / "runs")
+    run_dir, _ = freeze(yaml.safe_dump(task), res, root, "r1", run_date="2026-11-29T03:15:00")
+    first = Path(run_dir, "config", "run.json").read_text()
+    with pytest.raises(UsageError, match="already holds run r1.*--start-at"):
+        freeze(yaml.safe_dump(task), res, root, "r1", run_date="2026-11-30T04:00:00")
+    assert Path(run_dir, "config", "run.json").read_text() == first
+    # resuming keeps the run's own record and placeholder values
+    freeze(yaml.safe_dump(task), res, root, "r1", run_date="2026-11-30T04:00:00", resume=True)
+    assert Path(run_dir, "config", "run.json").read_text() == first
+    frozen, _ = load_config_pair(f"{run_dir}/config/task.yaml", f"{run_dir}/config/resource.yaml")
+    assert frozen.export.model_version == "v031500"
+    # a folder of somebody else's is never a run folder of ours
+    (tmp_path / "runs" / "theirs").mkdir()
+    (tmp_path / "runs" / "theirs" / "notes.txt").write_text("keep")
+    with pytest.raises(UsageError, match="not a run folder of ours"):
+        freeze(yaml.safe_dump(task), res, root, "theirs", resume=True)
+    assert sorted(p.name for p in (tmp_path / "runs" / "theirs").iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "a/b", "..", "", " r1", "r" * 129, "x;rm"])
+def test_run_ids_are_checked_where_they_enter(tmp_path, bad):
+    """``pipeline run`` and ``submit`` refuse a bad --run-id before anything runs (exit 2), and so
+    does the freeze task itself."""
+    res = (REPO / "configs" / "resource_local.yaml").read_text()
+    task = (REPO / "configs" / "task_hetero.yaml").read_text()
+    if bad:
+        with pytest.raises(UsageError, match="run_id"):
+            freeze(task, res, str(tmp_path / "runs"), bad)
+    if bad not in ("../../etc", ""):
+        return  # the CLIs share check_run_id; two values are enough to see them use it
+    cmds = [["run", "--run-root", str(tmp_path / "runs")]]
+    if bad:  # submit's --run-id "" means "derive one when the run starts"
+        cmds.append(["submit", "--image", "img", "--run-root", "gs://b/runs", "--dry-run"])
+    for argv in cmds:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipeline", *argv, "--task-config",
+             str(REPO / "configs" / "task_hetero.yaml"), "--resource-config",
+             str(REPO / "configs" / "resource_local.yaml"), "--run-id", bad],
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, (argv, proc.stderr[-1500:])
+        assert "--run-id" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "etc").exists()
+
+
+def test_a_killed_record_write_leaves_the_previous_record(tmp_path):
+    """Stage records and run records are replaced whole: SIGKILL between writing the new text and
+    the rename leaves the old record readable."""
+    from tests.kill_points import kill_at
+
+    run = tmp_path / "run"
+    code = ("import sys; from pipeline.stages import recorded\n"
+            "with recorded(sys.argv[1], 'train'):\n    pass\n")
+    kill_at("write_text:train.json", ["-c", code, str(run)], tmp_path)
+    assert not (run / "_stages" / "train.json").exists()  # the first write never landed
+    subprocess.run([sys.executable, "-c", code, str(run)], cwd=REPO, check=True, timeout=120)
+    before = read_records(str(run))
+    assert before[0]["status"] == "ok"
+    kill_at("write_text:train.json", ["-c", code, str(run)], tmp_path)
+    assert read_records(str(run)) == before

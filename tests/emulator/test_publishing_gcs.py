@@ -1,0 +1,95 @@
+"""Crash-atomic publishing on gs:// (the GCS emulator, the real client): a partition process is
+SIGKILLed at each step of publishing a shard set to a gs:// prefix, and an embeddings writer
+around its ``_SUCCESS`` switch; the old or the new output opens and verifies afterwards, and the
+next run removes the killed run's objects. GCS has no rename: the pointer object is the switch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphstore import uris
+from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.embeddings import read_success
+from graphstore.shards.publish import MARKER, POINTER
+from graphstore.shards.reader import ShardSet, current_version_uri
+from tests.kill_points import REPO, kill_at
+
+pytestmark = [pytest.mark.emulator, pytest.mark.timeout(400)]
+TASK = REPO / "configs" / "task_homo.yaml"
+RES = REPO / "configs" / "resource_local.yaml"
+BEFORE_SWITCH = ("shards:version-started", "shards:uploading", "shards:version-complete")
+AFTER_SWITCH = ("shards:switched", "shards:removing-old")
+
+
+def argv(out: str, data: Path) -> list[str]:
+    return ["-m", "components.partition", "--task-config", str(TASK), "--resource-config",
+            str(RES), "--output", out, "--set", f"datasetConfig.dataRootUri={data}"]
+
+
+def run(out: str, data: Path) -> None:
+    proc = subprocess.run([sys.executable, *argv(out, data)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def verified_files(uri: str, tmp: Path) -> dict:
+    s = ShardSet.open(uri, workdir=str(tmp))
+    for p in range(s.manifest.num_partitions):
+        s.load_partition(p, verify=True)
+    for nt in s.manifest.node_types:
+        s.id_map(nt, verify=True)
+    return {rel: e.sha256 for rel, e in s.manifest.files.items()}
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> dict:
+    base = tmp_path_factory.mktemp("gcs-publish")
+    out = {}
+    for name, seed in (("old", 0), ("new", 1)):
+        data = base / f"data_{name}"
+        generate_dataset(DatasetSpec.from_num_edges(3000, kind="homo", seed=seed), str(data))
+        run(str(base / f"ref_{name}"), data)
+        out[name] = (data, verified_files(str(base / f"ref_{name}"), base))
+    return out
+
+
+def test_sigkill_at_each_step_of_publishing_to_gcs(bucket, datasets, tmp_path):
+    (old_data, old_files), (new_data, new_files) = datasets["old"], datasets["new"]
+    for i, point in enumerate(BEFORE_SWITCH + AFTER_SWITCH):
+        out = f"gs://{bucket}/shards{i}"
+        run(out, old_data)
+        kill_at(point, argv(out, new_data), tmp_path)
+        expected = old_files if point in BEFORE_SWITCH else new_files
+        assert verified_files(out, tmp_path) == expected, point
+        run(out, new_data)  # cleans the killed run's objects (its writer pid is gone)
+        assert verified_files(out, tmp_path) == new_files
+        version = current_version_uri(out).rsplit("/", 1)[1]
+        assert uris.list_dirs(out) == [version], point
+        assert uris.list_names(out) == sorted([MARKER, POINTER])
+
+
+def test_sigkill_around_the_embeddings_switch_on_gcs(bucket, tmp_path):
+    run_dir = f"gs://{bucket}/runs/r1"
+    writer = str(Path(REPO, "tests", "integration", "write_embeddings.py"))
+
+    def write(scale: str) -> None:
+        proc = subprocess.run([sys.executable, writer, run_dir, "user", "50", "4", scale],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    write("1.0")
+    first = read_success(run_dir, "user")["files"]
+    kill_at("embeddings:before-success", [writer, run_dir, "user", "50", "4", "2.0"], tmp_path)
+    assert read_success(run_dir, "user")["files"] == first
+    assert all(uris.exists(f"{run_dir}/embeddings/user/{f}") for f in first)
+    kill_at("embeddings:switched", [writer, run_dir, "user", "50", "4", "3.0"], tmp_path)
+    switched = read_success(run_dir, "user")["files"]
+    assert switched != first
+    assert all(uris.exists(f"{run_dir}/embeddings/user/{f}") for f in switched)
+    write("4.0")
+    last = read_success(run_dir, "user")["files"]
+    assert uris.list_dirs(f"{run_dir}/embeddings/user") == [last[0].split("/")[0]]
