@@ -103,6 +103,27 @@ def current_version_uri(uri: str) -> str:
     return uris.join(uri, version)
 
 
+def _check_counts(manifest: Manifest, uri: str) -> None:
+    """The manifest's node counts agree with the rows of its id maps and partition books, and
+    its per-partition counts add up (a set assembled from mismatched inputs never opens)."""
+    for nt, info in manifest.node_types.items():
+        if sum(info.counts_per_partition) != info.count:
+            raise ShardFormatError(f"{uris.join(uri, MANIFEST)}: node type {nt!r} counts "
+                                   f"{info.count} but its partitions hold "
+                                   f"{sum(info.counts_per_partition)}; re-partition")
+        for rel in (id_map_path(nt), partition_book_path(nt)):
+            entry = manifest.files.get(rel)
+            if entry is None or entry.rows != info.count:
+                raise ShardFormatError(
+                    f"{uris.join(uri, rel)}: {'missing from the manifest' if entry is None else f'{entry.rows} rows'}"
+                    f", but node type {nt!r} has {info.count} nodes; re-partition")
+    for et, info in manifest.edge_types.items():
+        if sum(info.counts_per_partition) != info.count:
+            raise ShardFormatError(f"{uris.join(uri, MANIFEST)}: edge type {et!r} counts "
+                                   f"{info.count} but its partitions hold "
+                                   f"{sum(info.counts_per_partition)}; re-partition")
+
+
 def is_complete(uri: str) -> bool:
     """True when ``uri`` names a published shard set (its manifest is reachable); no checksums."""
     try:
@@ -155,6 +176,7 @@ class ShardSet:
                 f"shard set {uri} is incomplete: {len(missing)} file(s) listed in {MANIFEST} are "
                 f"missing, first {uris.join(uri, missing[0])}"
             )
+        _check_counts(manifest, uri)
         return cls(root, manifest, uri)
 
     # -- validation ---------------------------------------------------------------------------

@@ -181,3 +181,16 @@ def test_legacy_and_foreign_pointers_are_refused(tmp_path):
                                             "version": "../legacy"}))
     with pytest.raises(Exception, match="not a shard-set pointer"):
         ShardSet.open(str(evil))
+
+
+def test_a_manifest_whose_counts_disagree_with_its_id_maps_does_not_open(tmp_path, datasets):
+    """Issue 11 item 4's symptom: counts that disagree with the id maps were accepted."""
+    out = tmp_path / "shards"
+    assert partition(str(out), datasets["old"][0]).returncode == 0
+    manifest_path = Path(current_version_uri(str(out))) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["node_types"]["item"]["count"] += 5
+    manifest["node_types"]["item"]["counts_per_partition"][0] += 5
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(Exception, match=r"id_map/item.parquet: \d+ rows, but node type 'item'"):
+        ShardSet.open(str(out))
