@@ -23,12 +23,14 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from graphstore.partition.read_errors import arrow_reading
 
 log = logging.getLogger(__name__)
 CHUNK_ROWS = 1 << 20
@@ -152,7 +154,7 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
                  feature_columns: tuple[str, ...], feature_width: int,
                  src_lookup: IdLookup, dst_lookup: IdLookup, num_partitions: int,
                  outputs: list[EdgeOutput], compression: str, stop_on_missing: bool,
-                 budget_bytes: int, label: str = "edges") -> StreamResult:
+                 budget_bytes: int, label: str = "edges", source: str | None = None) -> StreamResult:
     """Map and write every chunk of one raw Parquet edge file (rules in the module docstring).
 
     Rows with a null or unknown endpoint are counted and not written; with ``stop_on_missing``
@@ -161,6 +163,8 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     scalar, or one list column of ``feature_width`` values per row (already checked). Chunks
     are sized so that those in flight fit ``budget_bytes`` (:func:`chunk_rows`). Every
     :data:`PROGRESS_S` seconds a progress line (rows done, rows/s) is logged under ``label``.
+    A raw file that cannot be decoded raises InputDataError naming ``source`` (default ``path``);
+    errors while writing pass through.
     """
     columns = list(dict.fromkeys([src_column, dst_column,
                                   *([weight_column] if weight_column else []), *feature_columns]))
@@ -196,10 +200,11 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     stop = False
     t0 = last_report = time.perf_counter()
     with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-        reader = pq.ParquetFile(path)
+        with arrow_reading(source or path):
+            reader = pq.ParquetFile(path)
         total = reader.metadata.num_rows
-        batches = reader.iter_batches(columns=columns, batch_size=chunk_rows(
-            total, budget_bytes, src_lookup, dst_lookup))
+        batches = _decoded(reader.iter_batches(columns=columns, batch_size=chunk_rows(
+            total, budget_bytes, src_lookup, dst_lookup)), source or path)
         for chunk, batch in enumerate(batches):
             result.rows_in += batch.num_rows
             pending.append(pool.submit(write, chunk, batch))
@@ -215,6 +220,17 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
             stop = collect(job) or stop
     result.stopped_early = stop
     return result
+
+
+def _decoded(batches: Iterator[pa.RecordBatch], source: str) -> Iterator[pa.RecordBatch]:
+    """``batches``, with decoding errors of the raw file reported as InputDataError naming
+    ``source`` (only the reads are guarded: the consumer's own errors never pass through here)."""
+    while True:
+        with arrow_reading(source):
+            batch = next(batches, None)
+        if batch is None:
+            return
+        yield batch
 
 
 def write_shard_file(folder: str, name: str, columns: dict[str, np.ndarray | pa.Array],

@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 from graphstore import uris
 from graphstore.errors import InputDataError, UsageError
 from graphstore.literal_paths import duckdb_literal_glob
-from graphstore.partition import node_arrays
+from graphstore.partition import node_arrays, read_errors
 from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import EdgeOutput, IdLookup, stream_edges
 from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
@@ -110,6 +110,7 @@ class _Run:
         os.makedirs(os.path.join(self.hive, "labels"))
         pcfg = task.dataset.partition
         self.dangling = pcfg.dangling_edges
+        self.memory_limit_mb = pcfg.memory_limit_mb  # named when a step runs out of memory
         # COPY options of every file written; uncompressed is the default: dense int64 ids and
         # float features barely compress, and snappy cost ~25% of the run (DuckDB 1.5.5, 10 M edges)
         self.parquet = f"FORMAT PARQUET, COMPRESSION {sql_str(pcfg.parquet_compression)}"
@@ -151,6 +152,7 @@ class _Run:
         self.con.close()
 
     # -- 1. sources ---------------------------------------------------------------------------
+    @read_errors.step("opening {uri}")
     def open_source(self, uri: str, declared_format: str | None,
                     columns: Sequence[str]) -> Table:
         """A source table, local, on gs:// (copied locally) or in BigQuery (``bq://``: the
@@ -189,6 +191,7 @@ class _Run:
         return {nt: kind for nt, (kind, _) in seen.items()}
 
     # -- 2. node tables -----------------------------------------------------------------------
+    @read_errors.step("numbering node type {nt!r}", "table")
     def build_nodes_from_table(self, nt: str, ns: "NodeSource", table: Table, kind: IdKind) -> _NodeType:
         """Number a node table's ids (in memory when it fits :attr:`lookup_budget`, else in
         DuckDB); null and duplicate ids are errors naming their rows."""
@@ -206,7 +209,7 @@ class _Run:
         nodes = self._nodes(nt)
         if in_memory:
             arrays = node_arrays.read_nodes(table.path, ns.id_column, kind == "string",
-                                            ns.feature_columns, width)
+                                            ns.feature_columns, width, source=table.uri)
             if arrays.feats is not None and not np.isfinite(arrays.feats).all():
                 self.report_bad_values(table, [(ns.feature_columns, key)])
             nulls, distinct = arrays.nulls, table.num_rows - arrays.duplicates
@@ -235,6 +238,7 @@ class _Run:
         self._log_rate(f"nodes {nt}" + " (in memory)" * in_memory, table.num_rows, t0)
         return _NodeType(nt, kind, table.num_rows, width)
 
+    @read_errors.step("numbering node type {nt!r} from its edges", "edge_tables")
     def build_nodes_from_edges(self, nt: str, kind: IdKind,
                                edge_tables: dict[str, tuple["EdgeSource", Table]]) -> _NodeType:
         t0 = time.perf_counter()
@@ -271,6 +275,7 @@ class _Run:
                     self._node_tables_made.add(nt)
         return name
 
+    @read_errors.step("mapping the ids of {nt!r} in memory")
     def build_lookup(self, nt: str) -> None:
         """Keep ``nt``'s raw ids in memory for the chunked edge path when they fit the budget."""
         t0 = time.perf_counter()
@@ -325,6 +330,7 @@ class _Run:
         return (table.fmt == "parquet" and self.lookups.get(et.src_node_type) is not None
                 and self.lookups.get(et.dst_node_type) is not None)
 
+    @read_errors.step("writing edges {key}", "table")
     def stream_edges(self, key: str, es: "EdgeSource", table: Table, kinds: dict[str, IdKind],
                      reverse_key: str | None, own_labels: bool) -> tuple[bool, int]:
         """Write one edge type, its reverse type and its labels in one chunked pass over the
@@ -347,7 +353,7 @@ class _Run:
             dst_lookup=self.lookups[et.dst_node_type], num_partitions=self.P, outputs=outputs,
             compression=self.task.dataset.partition.parquet_compression,
             stop_on_missing=self.dangling == "error", budget_bytes=self.lookup_budget,
-            label=f"edges {key}")
+            label=f"edges {key}", source=table.uri)
         if result.bad_values:
             self.report_bad_values(table, self._value_checks(key, es))
         if result.missing:
@@ -366,6 +372,7 @@ class _Run:
         self.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
         return bool(es.weight_column), width
 
+    @read_errors.step("writing edges {key}", "table")
     def write_edges(self, key: str, es: "EdgeSource", table: Table,
                     kinds: dict[str, IdKind]) -> tuple[bool, int]:
         """Write one edge type split by partition with a DuckDB join (any size, spills);
@@ -399,6 +406,7 @@ class _Run:
         self.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
         return bool(es.weight_column), width
 
+    @read_errors.step("writing labels {key}")
     def write_labels(self, key: str) -> None:
         """Copy a supervision edge type's edges into ``labels/``, placed by the source (anchor).
 
@@ -422,6 +430,7 @@ class _Run:
                          for p in range(self.P)
                          if os.path.isdir(os.path.join(self.out, edge_dir(p, key))))
 
+    @read_errors.step("writing edges {reverse_key}")
     def write_reverse_edges(self, key: str, reverse_key: str, has_weight: bool, width: int) -> None:
         """Write ``reverse_key`` (dst -> src of ``key``) from the already-written dense edges.
 
@@ -467,6 +476,7 @@ class _Run:
                 )
 
     # -- 4. id maps, partition books, node files ------------------------------------------------
+    @read_errors.step("writing the id map and node files of {node.name!r}")
     def write_node_outputs(self, node: _NodeType) -> None:
         t0 = time.perf_counter()
         nt = node.name

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from graphstore.partition.edge_stream import feature_matrix, write_shard_file
+from graphstore.partition.read_errors import arrow_reading
 
 
 def estimated_bytes(num_rows: int, string_ids: bool, feature_width: int) -> int:
@@ -43,9 +44,11 @@ class NodeArrays:
 
 
 def read_nodes(path: str, id_column: str, string_ids: bool, feature_columns: tuple[str, ...],
-               feature_width: int) -> NodeArrays:
-    """Read a Parquet node table and order it by raw id."""
-    table = pq.read_table(path, columns=list(dict.fromkeys([id_column, *feature_columns])))
+               feature_width: int, *, source: str | None = None) -> NodeArrays:
+    """Read a Parquet node table and order it by raw id. A file that cannot be decoded raises
+    InputDataError naming ``source`` (the uri the user gave; default ``path``)."""
+    with arrow_reading(source or path):
+        table = pq.read_table(path, columns=list(dict.fromkeys([id_column, *feature_columns])))
     ids = pc.cast(table.column(id_column), pa.string() if string_ids else pa.int64())
     ids = ids.combine_chunks()
     if ids.null_count:

@@ -15,6 +15,7 @@ import duckdb
 
 from graphstore.errors import InputDataError
 from graphstore.literal_paths import duckdb_literal
+from graphstore.partition import read_errors
 
 IdKind = Literal["string", "int64"]
 
@@ -52,7 +53,7 @@ class Table:
         """A SQL table expression reading the file."""
         if self.fmt == "parquet":
             return f"read_parquet({self.sql_path})"
-        return f"read_csv({self.sql_path}, header=true, auto_detect=true)"
+        return f"read_csv({self.sql_path}, {read_errors.CSV_OPTIONS})"
 
     def numbered(self) -> str:
         """The table with a 1-based data row number ``__row`` (used only to report errors)."""
@@ -64,8 +65,12 @@ class Table:
 
 def open_table(con: duckdb.DuckDBPyConnection, uri: str, path: str,
                fmt: Literal["parquet", "csv"]) -> Table:
-    """Describe a file (columns, types, row count). Unreadable files raise InputDataError."""
+    """Describe a file (columns, types, row count). Unreadable files raise InputDataError
+    (graphstore.partition.read_errors: empty, truncated gzip, ragged CSV rows); running out of
+    memory is left to the caller (it knows the memory limit)."""
     probe = Table(uri, path, fmt, {}, 0)
+    if fmt == "csv":
+        read_errors.check_csv_file(path, uri)
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM {probe.relation}").fetchall()
         if fmt == "parquet":
@@ -74,9 +79,10 @@ def open_table(con: duckdb.DuckDBPyConnection, uri: str, path: str,
             ).fetchone()[0]
         else:
             num_rows = con.execute(f"SELECT count(*) FROM {probe.relation}").fetchone()[0]
+    except duckdb.OutOfMemoryException:
+        raise
     except duckdb.Error as exc:
-        first = str(exc).splitlines()[0]
-        raise InputDataError(f"{uri}: cannot read as {fmt}: {first}") from None
+        raise read_errors.cannot_read(probe, exc) from None
     return Table(uri, path, fmt, {row[0]: row[1] for row in described}, int(num_rows))
 
 
@@ -148,18 +154,23 @@ def features_are_one_list(table: Table, columns: tuple[str, ...], config_key: st
     return False
 
 
+def _bad_value(ref: str) -> str:
+    """SQL: true when the value ``ref`` is null, NaN, infinite, or beyond float32's range (features
+    and weights are stored as float32: a float64 1e300 would become infinite)."""
+    return f"({ref} IS NULL OR NOT coalesce(isfinite(TRY_CAST({ref} AS FLOAT)), false))"
+
+
 def check_features(con: duckdb.DuckDBPyConnection, table: Table, relation: str,
                    columns: tuple[str, ...], config_key: str) -> int:
-    """Reject null, NaN and infinite feature values and inconsistent widths; return the width.
+    """Reject null, NaN and infinite feature values (as float32, the stored type) and
+    inconsistent widths; return the width.
 
     ``relation`` is the SQL expression the columns are read from (the raw file or a staged table).
     """
     if not columns:
         return 0
     if not features_are_one_list(table, columns, config_key):
-        bad_terms = " OR ".join(
-            f"{sql_ident(c)} IS NULL OR NOT isfinite(CAST({sql_ident(c)} AS DOUBLE))" for c in columns
-        )
+        bad_terms = " OR ".join(_bad_value(sql_ident(c)) for c in columns)
         bad = con.execute(f"SELECT count(*) FROM {relation} WHERE {bad_terms}").fetchone()[0]
         if bad:
             report_bad_features(con, table, columns, bad)
@@ -167,8 +178,8 @@ def check_features(con: duckdb.DuckDBPyConnection, table: Table, relation: str,
     col = sql_ident(columns[0])
     lo, hi, bad = con.execute(
         f"SELECT min(len({col})), max(len({col})), "
-        f"count_if({col} IS NULL OR list_bool_or(list_transform({col}, "
-        f"x -> x IS NULL OR NOT isfinite(CAST(x AS DOUBLE))))) FROM {relation}"
+        f"count_if({col} IS NULL OR list_bool_or(list_transform({col}, x -> {_bad_value('x')}))) "
+        f"FROM {relation}"
     ).fetchone()
     if lo != hi:
         row = con.execute(
@@ -188,10 +199,9 @@ def report_bad_features(con: duckdb.DuckDBPyConnection, table: Table,
     for c in columns:
         ident = sql_ident(c)
         if _is_list(table.columns[c]):
-            cond = (f"{ident} IS NULL OR list_bool_or(list_transform({ident}, "
-                    f"x -> x IS NULL OR NOT isfinite(CAST(x AS DOUBLE))))")
+            cond = f"{ident} IS NULL OR list_bool_or(list_transform({ident}, x -> {_bad_value('x')}))"
         else:
-            cond = f"{ident} IS NULL OR NOT isfinite(CAST({ident} AS DOUBLE))"
+            cond = _bad_value(ident)
         row = con.execute(
             f"SELECT __row, CAST({ident} AS VARCHAR) FROM {table.numbered()} WHERE {cond} "
             f"ORDER BY __row LIMIT 1"
@@ -199,7 +209,7 @@ def report_bad_features(con: duckdb.DuckDBPyConnection, table: Table,
         if row:
             raise InputDataError(
                 f"{table.uri}: column {c!r} row {row[0]}: feature value {row[1] or 'NULL'} is not a "
-                f"finite number ({count} bad row(s) in total)"
+                f"finite float32 number ({count} bad row(s) in total)"
             )
     raise InputDataError(f"{table.uri}: {count} row(s) have null, NaN or infinite features")
 

@@ -9,21 +9,30 @@ Every case runs on both partition paths (in memory and DuckDB) where both can re
 from __future__ import annotations
 
 import gzip
-import shutil
+import resource
+import subprocess
+import sys
 from pathlib import Path
+from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from graphstore.errors import InputDataError
 from graphstore.shards.reader import ShardSet
 from tests.unit.test_partition import (
+    ITEM_IDS,
+    N_ITEMS,
     N_USERS,
+    REPO,
+    USER_IDS,
     make_raw,
     raw_edges,
     run_partition,
     task_dict,
+    write_configs,
 )
 from tests.unit.test_partition import path  # noqa: F401  (fixture: both partition paths)
 
@@ -42,3 +51,185 @@ def test_glob_characters_in_a_data_path_are_literal(tmp_path, path, fmt, folder,
     assert m.edge_types["user__buys__item"].count == sum(raw["user__buys__item"].values())
     assert raw_edges(shards, "user__buys__item") == raw["user__buys__item"]
     assert raw_edges(shards, "item__similar_to__item") == raw["item__similar_to__item"]
+
+
+def _snappy_with_a_damaged_page(table: pa.Table, path: Path) -> None:
+    """Write ``table`` (compressible columns) with snappy, then damage the compressed data of
+    its last column chunk: the footer still reads, decoding that page fails."""
+    pq.write_table(table, path, compression="snappy", use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(table.num_columns - 1)
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset + chunk.total_compressed_size - 1] ^= 0xFF  # a copy offset
+    path.write_bytes(bytes(data))
+    with pytest.raises(OSError, match="(?i)snappy"):  # the damage is real
+        pq.read_table(path)
+
+
+def _damage_users(raw: Path) -> None:
+    _snappy_with_a_damaged_page(pa.table({"user_id": USER_IDS, **{
+        f"f_{j}": np.full(N_USERS, j + 0.5, np.float32) for j in range(3)}}), raw / "users.parquet")
+
+
+def _damage_item_edges(raw: Path) -> None:
+    ids = pa.array([ITEM_IDS[i % 3] for i in range(120)], pa.int64())
+    _snappy_with_a_damaged_page(pa.table({"src_item_id": ids, "dst_item_id": ids}),
+                                raw / "item_item.parquet")
+
+
+def _items_with(raw: Path, column: str, value: float, row: int) -> None:
+    values = np.ones(N_ITEMS)
+    values[row - 1] = value
+    pq.write_table(pa.table({"item_id": pa.array(ITEM_IDS, pa.int64()), "f_0": np.ones(N_ITEMS),
+                             "f_1": np.ones(N_ITEMS), column: values}), raw / "items.parquet")
+
+
+def _weight(raw: Path, value: float, row: int) -> None:
+    t = pq.read_table(raw / "user_item.parquet")
+    w = t.column("weight").to_numpy().astype(np.float64)
+    w[row - 1] = value
+    pq.write_table(t.set_column(2, "weight", pa.array(w)), raw / "user_item.parquet")
+
+
+BAD_PARQUET = {
+    "corrupt_node_page": (_damage_users, r"users.parquet: cannot read as parquet: .*(?i:snappy)"),
+    "corrupt_edge_page": (_damage_item_edges,
+                          r"item_item.parquet: cannot read as parquet: .*(?i:snappy)"),
+    "feature_beyond_float32": (lambda raw: _items_with(raw, "f_1", 1e300, 5),
+                               r"items.parquet: column 'f_1' row 5: feature value 1e\+300 is not a "
+                               r"finite float32 number"),
+    "weight_beyond_float32": (lambda raw: _weight(raw, -1e300, 7),
+                              r"user_item.parquet: column 'weight' row 7: feature value -1e\+300"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PARQUET))
+def test_unreadable_parquet_names_the_file(tmp_path, path, case):
+    make_raw(tmp_path / "raw")
+    damage, pattern = BAD_PARQUET[case]
+    damage(tmp_path / "raw")
+    with pytest.raises(InputDataError, match=pattern):
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards")
+
+
+def _rows(n: int) -> str:
+    return "".join(f"{ITEM_IDS[i % N_ITEMS]},{ITEM_IDS[(i * 7) % N_ITEMS]}\n" for i in range(n))
+
+
+def _item_edges_csv(raw: Path, text: str, name: str = "item_item.csv") -> None:
+    data = text.encode()
+    if name.endswith(".gz"):
+        data = gzip.compress(data)
+    (raw / name).write_bytes(data)
+
+
+BAD_CSV = {
+    # a ragged row among the rows DuckDB samples to detect the dialect, and one far beyond them
+    "ragged_early": (lambda raw: _item_edges_csv(
+        raw, "src_item_id,dst_item_id\n" + _rows(3) + "1000,1013,7\n" + _rows(3)),
+        r"item_item.csv: cannot read as csv: line 5: ragged row: 3 field\(s\), the header has 2"),
+    "ragged_late": (lambda raw: _item_edges_csv(
+        raw, "src_item_id,dst_item_id\n" + _rows(30000) + "1000\n" + _rows(2)),
+        r"item_item.csv: cannot read as csv: line 30002: ragged row: 1 field\(s\), the header has 2"),
+    "bad_value_late": (lambda raw: _item_edges_csv(
+        raw, "src_item_id,dst_item_id\n" + _rows(30000) + "1000,abc\n"),
+        r"item_item.csv: cannot read as csv: line 30002: column 'dst_item_id': .*abc"),
+    "empty_file": (lambda raw: (raw / "users.csv").write_bytes(b""),
+                   r"users.csv: the file is empty \(0 bytes\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CSV))
+def test_unreadable_csv_says_what_is_wrong(tmp_path, case):
+    make_raw(tmp_path / "raw", fmt="csv")
+    damage, pattern = BAD_CSV[case]
+    damage(tmp_path / "raw")
+    with pytest.raises(InputDataError, match=pattern):
+        run_partition(tmp_path, task_dict(tmp_path / "raw", ext="csv"), tmp_path / "shards")
+
+
+@pytest.mark.parametrize("cut", ["middle", "end_of_a_line"])
+def test_truncated_csv_gz_is_reported_as_truncated(tmp_path, cut):
+    """DuckDB reads a gzip stream cut short as if the file ended there: cut at a line end, the
+    rows after the cut would silently be missing."""
+    make_raw(tmp_path / "raw", fmt="csv")
+    text = "src_item_id,dst_item_id\n" + _rows(5000)
+    whole = gzip.compress(text.encode())
+    if cut == "middle":
+        data = whole[: len(whole) // 2]
+    else:  # a complete deflate block of the first 100 lines, without the end-of-stream marker
+        import zlib
+        head = "".join(text.splitlines(keepends=True)[:101]).encode()
+        comp = zlib.compressobj(6, zlib.DEFLATED, 31)
+        data = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
+    (tmp_path / "raw" / "item_item.csv.gz").write_bytes(data)
+    task = task_dict(tmp_path / "raw", ext="csv")
+    task["datasetConfig"]["dataSources"]["edges"][1]["uri"] = "item_item.csv.gz"
+    with pytest.raises(InputDataError, match=r"item_item.csv.gz: truncated gzip"):
+        run_partition(tmp_path, task, tmp_path / "shards")
+
+
+def _cli(tmp_path: Path, task: dict, *, address_space_mb: int | None = None
+         ) -> subprocess.CompletedProcess:
+    """``python -m components.partition`` on ``task``, optionally under an address-space limit
+    (a real allocation failure: Arrow's and numpy's MemoryError, DuckDB's OutOfMemoryException)."""
+    tp, rp = write_configs(tmp_path, task)
+
+    def limit() -> None:
+        size = address_space_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+    return subprocess.run(
+        [sys.executable, "-m", "components.partition", "--task-config", str(tp),
+         "--resource-config", str(rp), "--output", str(tmp_path / "shards")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        preexec_fn=limit if address_space_mb else None)
+
+
+def test_cli_unreadable_parquet_exits_2_naming_the_file(tmp_path):
+    make_raw(tmp_path / "raw")
+    _damage_users(tmp_path / "raw")
+    done = _cli(tmp_path, task_dict(tmp_path / "raw"))
+    assert done.returncode == 2, done.stderr
+    assert "users.parquet: cannot read as parquet: Corrupt snappy" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _long_user_ids(count: int, chars: int) -> Iterator[list[str]]:
+    """``count`` distinct user ids of ``chars`` characters each, 50 at a time."""
+    for lo in range(0, count, 50):
+        yield [f"{i:05d}" + "x" * (chars - 5) for i in range(lo, min(count, lo + 50))]
+
+
+def test_out_of_memory_in_duckdb_is_not_blamed_on_the_file(tmp_path):
+    """A CSV of 300 ids of 0.9 MB each (a 0.3 MB .csv.gz): DuckDB cannot read it within 128 MB."""
+    make_raw(tmp_path / "raw")
+    with gzip.open(tmp_path / "raw" / "users.csv.gz", "wt") as fh:
+        fh.write("user_id,f_0,f_1,f_2\n")
+        for ids in _long_user_ids(300, 900_000):
+            fh.writelines(f"{i},1,2,3\n" for i in ids)
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["dataSources"]["nodes"][0]["uri"] = "users.csv.gz"
+    task["datasetConfig"]["partitionConfig"] = {"memoryLimitMb": 128}
+    done = _cli(tmp_path, task)
+    assert done.returncode == 1, done.stderr
+    assert ("partition ran out of memory while opening " in done.stderr
+            and "datasetConfig.partitionConfig.memoryLimitMb is 128 MB" in done.stderr), done.stderr
+    assert "cannot read" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_memory_error_is_named_as_such(tmp_path):
+    """memoryLimitMb far above what the machine has: the in-memory id lookup of item ids that
+    span 2**38 values asks for 2 TiB, numpy raises MemoryError (deterministic under a 4 GiB
+    address-space limit, whatever the machine's overcommit setting)."""
+    make_raw(tmp_path / "raw")
+    ids = pa.array([*ITEM_IDS, 1 << 38], pa.int64())
+    pq.write_table(pa.table({"item_id": ids, "f_0": np.ones(len(ids)), "f_1": np.ones(len(ids))}),
+                   tmp_path / "raw" / "items.parquet")
+    task = task_dict(tmp_path / "raw")
+    task["datasetConfig"]["partitionConfig"] = {"memoryLimitMb": 1 << 24}
+    done = _cli(tmp_path, task, address_space_mb=4096)
+    assert done.returncode == 1, done.stderr
+    assert ("partition ran out of memory while mapping the ids of 'item' in memory" in done.stderr
+            and f"datasetConfig.partitionConfig.memoryLimitMb is {1 << 24} MB" in done.stderr
+            ), done.stderr
+    assert "Traceback" not in done.stderr
