@@ -127,6 +127,8 @@ def probe_gloo(timeout_s: float) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
+    import graphstore.rendezvous  # noqa: F401  (the probe's store listens on loopback only)
+
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_ports(1)[0]}", rank=0,
                             world_size=1, timeout=datetime.timedelta(seconds=timeout_s))
     try:
@@ -144,6 +146,8 @@ def _add(a, b):
 def probe_rpc(timeout_s: float) -> dict[str, Any]:
     import torch
     import torch.distributed.rpc as rpc
+
+    import graphstore.rendezvous  # noqa: F401  (the probe's store listens on loopback only)
 
     opts = rpc.TensorPipeRpcBackendOptions(
         num_worker_threads=2, rpc_timeout=timeout_s,

@@ -11,6 +11,11 @@ RPC port per server session, the compute leader one free process-group port per 
 id. Hosts come from the cluster environment (graphstore.env). Readiness markers of this job live
 under ``readiness_uri`` (``<run-dir>/_graphstore/<stage>/<job id>``), so a retried job never sees
 an earlier attempt's markers.
+
+Importing this module imports graphstore.rendezvous: from then on, every rendezvous store of this
+process whose address is loopback (the temporary global group's, the compute group's, GLT's RPC
+groups') listens on loopback only. A user module imports ``get_graph_store_info`` before its
+``init_process_group``, so its global group is covered too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
+import graphstore.rendezvous  # noqa: F401  (binds loopback rendezvous stores to loopback)
 from graphstore import uris
 from graphstore.config import RuntimeConfig
 from graphstore.env import ClusterTopology

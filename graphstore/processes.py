@@ -29,8 +29,9 @@ from multiprocessing import forkserver
 from types import ModuleType
 from typing import Any
 
-SAMPLING_PRELOAD = ("graphlearn_torch.distributed.dist_sampling_producer",)
-"""What a GLT sampling worker imports; the forkserver imports it once."""
+SAMPLING_PRELOAD = ("graphlearn_torch.distributed.dist_sampling_producer", "graphstore.rendezvous")
+"""What a GLT sampling worker imports; the forkserver imports it once. graphstore.rendezvous makes
+the RPC store a worker hosts (the first worker of a loader) listen on loopback in local mode."""
 
 
 def _preloaded_context():

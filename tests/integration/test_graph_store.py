@@ -3,13 +3,18 @@
 2 storage processes x 1 compute machine x 2 compute processes, started by the local launcher, on
 a tiny generated graph (heterogeneous and homogeneous). The compute command is
 ``probe_compute.py``, a seed-000-style user module that records what it fetched and sampled; every
-expectation below is computed from the raw input tables, not from the implementation.
+expectation below is computed from the raw input tables, not from the implementation. Every run
+that must succeed is also watched for listening sockets: none may be on a non-loopback address.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -79,23 +84,93 @@ def _prepare(tmp: Path, kind: str, direction: str, probe_args: str = "",
     return tp, rp, run
 
 
+def _public_interface() -> str | None:
+    """An interface with a non-loopback IPv4 address, if this machine has one."""
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and not ipaddress.ip_address(a.address).is_loopback
+               for a in addresses):
+            return name
+    return None
+
+
 def _launch(tp: Path, rp: Path, run: Path, stage: str = "train",
             timeout_s: int = 240) -> tuple[subprocess.Popen, Path]:
-    """Start the launcher; its output goes to a file (a pipe nobody reads could block it)."""
+    """Start the launcher; its output goes to a file (a pipe nobody reads could block it).
+
+    The launcher's own environment points gloo and TensorPipe at a public interface (as on a
+    machine whose host name resolves to a public address): local processes must listen on
+    loopback regardless (see :func:`_run_ok`)."""
     out = run.parent / f"launch-{stage}.out"
+    public = _public_interface()
+    env = {**os.environ, **({"GLOO_SOCKET_IFNAME": public, "TP_SOCKET_IFNAME": public}
+                            if public else {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
          str(rp), "--stage", stage, "--run-dir", str(run), "--timeout-s", str(timeout_s),
          "--failure-grace-s", "60"],
-        cwd=REPO, stdout=out.open("w"), stderr=subprocess.STDOUT, text=True)
+        cwd=REPO, env=env, stdout=out.open("w"), stderr=subprocess.STDOUT, text=True)
     return proc, out
 
 
+class ListenerWatch(threading.Thread):
+    """Every TCP socket in LISTEN state of a launcher's process tree, sampled every
+    ``interval_s`` while it runs (psutil reads /proc/<pid>/fd and /proc/net/tcp{,6}): ``seen``
+    maps (pid, address, port) to the command line of the machine process (a child of the
+    launcher) whose tree holds it."""
+
+    def __init__(self, root_pid: int, interval_s: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.root, self.interval_s = root_pid, interval_s
+        self.seen: dict[tuple[int, str, int], str] = {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                launcher = psutil.Process(self.root)
+                machines = [(launcher, [])] + [(m, m.children(recursive=True))
+                                               for m in launcher.children()]
+                labels = {m.pid: " ".join(m.cmdline())[:160] for m, _ in machines}
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):  # a child just ended
+                machines, labels = [], {}
+            for machine, tree in machines:
+                for p in [machine, *tree]:
+                    try:
+                        for c in p.net_connections("tcp"):
+                            if c.status == psutil.CONN_LISTEN:
+                                self.seen.setdefault((p.pid, c.laddr.ip, c.laddr.port),
+                                                     labels[machine.pid])
+                    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                        continue
+            self.stopped.wait(self.interval_s)
+
+
+def _loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return (mapped or addr).is_loopback
+
+
 def _run_ok(tp: Path, rp: Path, run: Path, stage: str = "train") -> str:
+    """Run a stage to success; meanwhile no process of the run may listen on a non-loopback
+    address (DESIGN §7: rendezvous stores and RPC listen on loopback in local mode)."""
     proc, out = _launch(tp, rp, run, stage)
-    proc.wait(timeout=300)
+    watch = ListenerWatch(proc.pid)
+    watch.start()
+    try:
+        proc.wait(timeout=300)
+    finally:
+        watch.stopped.set()
+        watch.join(timeout=30)
     text = out.read_text()
     assert proc.returncode == 0, text[-6000:]
+    assert not watch.is_alive()
+    exposed = sorted(f"{ip}:{port} ({cmd})" for (_, ip, port), cmd in watch.seen.items()
+                     if not _loopback(ip))
+    assert not exposed, "listening beyond loopback: " + "; ".join(exposed)
+    commands = " ".join(watch.seen.values())  # the watch did see the run's own listeners
+    assert "components.storage" in commands or "[storage" not in text, sorted(watch.seen.items())
+    assert PROBE.name in commands, sorted(watch.seen.items())
     return text
 
 
