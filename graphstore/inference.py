@@ -30,8 +30,6 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
-from typing import Any, Mapping
 
 import torch
 import torch.distributed as dist
@@ -43,25 +41,11 @@ from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
-from graphstore.training.args import typed_values
+from graphstore.training.args import InferencerArgs  # torch-free: the config loader checks them too
 from graphstore.training.batches import seed_count, view
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class InferencerArgs:
-    """``inferencerConfig.inferencerArgs`` of the default inferencer."""
-
-    num_neighbors: tuple[int, ...] | None = None  # None: the fan-out the model was trained with
-    log_every_batches: int = 20
-    checkpoint: str | None = None  # URI of model.pt; None: <run-dir>/checkpoint/model.pt
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any],
-                     where: str = "inferencerConfig.inferencerArgs") -> "InferencerArgs":
-        return cls(**typed_values(cls, raw, where))
 
 
 def load_checkpoint(uri: str) -> dict:

@@ -3,7 +3,10 @@
 Reads the data sources named in the task config, writes the shard set (graphstore.shards.format)
 to ``--output`` with the manifest last. The partition count is, in order of precedence:
 ``--num-partitions``, ``datasetConfig.partitionConfig.numPartitions``, the resource config's
-storage process count. Exit codes: 0 ok, 2 bad config or bad input data, 1 runtime failure.
+storage process count. ``--num-partitions N`` is applied as the override
+``datasetConfig.partitionConfig.numPartitions=N``, so it passes the config's checks (>= 1, equal to
+the storage count: one partition per storage process) and a problem names the flag. Exit codes:
+0 ok, 2 bad config or bad input data, 1 runtime failure.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resource config YAML (its storage count is the default partition count)")
     p.add_argument("--output", required=True, help="output folder or gs:// prefix for the shards")
     p.add_argument("--num-partitions", type=int, default=None,
-                   help="override the partition count")
+                   help="the partition count (must equal the resource config's storage count; "
+                        "same as --set datasetConfig.partitionConfig.numPartitions=N)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value by dotted key (repeatable)")
     return p
@@ -39,10 +43,14 @@ def main() -> int:
     from graphstore.config import load_config_pair
     from graphstore.partition import partition_graph
 
+    overrides, origins = list(args.overrides), {}
+    if args.num_partitions is not None:
+        flag = f"datasetConfig.partitionConfig.numPartitions={args.num_partitions}"
+        overrides.append(flag)
+        origins[flag] = f"--num-partitions {args.num_partitions}"
     task, resources = load_config_pair(args.task_config, args.resource_config,
-                                       overrides=tuple(args.overrides))
-    num_partitions = (args.num_partitions or task.dataset.partition.num_partitions
-                      or resources.num_partitions)
+                                       overrides=tuple(overrides), origins=origins)
+    num_partitions = task.dataset.partition.num_partitions or resources.num_partitions
     manifest = partition_graph(task, num_partitions=num_partitions, output_uri=args.output)
     summary = {
         "output": args.output,

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from graphstore.bigquery_source import TABLE_PATTERN as BQ_TABLE
 from graphstore.config import _fields as F
 from graphstore.config._fields import Collector, join
+from graphstore.config.errors import show
 from graphstore.config.schema import DatasetConfig, EdgeSource, EdgeType, NodeSource, PartitionConfig
 
 NODE_SOURCE_KEYS = ("nodeType", "uri", "format", "idColumn", "featureColumns")
@@ -22,6 +23,14 @@ EDGE_SOURCE_KEYS = ("edgeType", "uri", "format", "srcColumn", "dstColumn", "weig
                     "featureColumns")
 PARTITION_KEYS = ("numPartitions", "danglingEdges", "addReverseEdges", "memoryLimitMb",
                   "parquetCompression")
+MIN_MEMORY_LIMIT_MB = 128
+"""Least ``memoryLimitMb``: the tiny generated dataset as CSV (the DuckDB path, whose CSV reader
+takes ~30 MiB buffers per thread) partitions with 120 MB and fails with 112 MB (2 cores, DuckDB 1.5.5;
+Parquet on the in-memory path needs 4 MB)."""
+
+MAX_MEMORY_LIMIT_MB = 16 << 20
+"""Most ``memoryLimitMb`` (16 TiB); DuckDB cannot parse a limit of 10**15 MB or more."""
+
 _FORMAT_BY_EXT = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 
@@ -114,7 +123,7 @@ def _check_coverage(col: Collector, path: str, sources: list[tuple[str, Any]], k
     if every and declared is not None:
         for typ in declared:
             if typ not in seen:
-                col.add(path, None, f"declared edge type {str(typ)!r} has no edge source; add one "
+                col.add(path, None, f"declared edge type {show(str(typ))} has no edge source; add one "
                         "(every declared edge type needs exactly one)", missing=True)
 
 
@@ -127,7 +136,8 @@ def _partition(col: Collector, ds: Mapping[str, Any]) -> PartitionConfig | None:
         num_partitions=F.take(col, pc, path, "numPartitions", F.optional(F.as_int(1)), None),
         dangling_edges=F.take(col, pc, path, "danglingEdges", F.as_literal("error", "drop"), "error"),
         add_reverse_edges=F.take(col, pc, path, "addReverseEdges", F.as_bool, True),
-        memory_limit_mb=F.take(col, pc, path, "memoryLimitMb", F.as_int(1), 2048),
+        memory_limit_mb=F.take(col, pc, path, "memoryLimitMb",
+                               F.as_int(MIN_MEMORY_LIMIT_MB, MAX_MEMORY_LIMIT_MB, " (MB)"), 2048),
         parquet_compression=F.take(col, pc, path, "parquetCompression",
                                    F.as_literal("uncompressed", "snappy", "zstd"), "uncompressed"))
 

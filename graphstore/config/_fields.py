@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from graphstore.config.errors import Problem
+from graphstore.config.errors import Problem, clip, show
 from graphstore.config.schema import SQL_NAME_RE, EdgeType, freeze_value, name_error
 
 Coerce = Callable[[Any], Any]
@@ -53,17 +53,21 @@ class Collector:
 
     def add(self, path: str, value: Any, message: str, *, missing: bool = False,
             line: int | None = None) -> None:
-        """Record a problem; ``value`` is stored as its repr unless ``missing``."""
+        """Record a problem; ``value`` is stored as its (cut) repr unless ``missing``.
+
+        Any user value that ``message`` quotes must be quoted with :func:`show` (cut to a few dozen
+        characters), like :meth:`bad` does.
+        """
         for opath, note in self.override_notes.items():
             if path == opath or path.startswith((opath + ".", opath + "[")):
                 message = f"{message} ({note})"
                 break
-        self.problems.append(Problem(file=self.file, path=path, value=None if missing else repr(value),
+        self.problems.append(Problem(file=self.file, path=path, value=None if missing else show(value),
                                      message=message, line=line))
 
     def bad(self, path: str, value: Any, why: str) -> None:
-        """Record ``<repr(value)> <why>`` at ``path``."""
-        self.add(path, value, f"{value!r} {why}")
+        """Record ``<show(value)> <why>`` at ``path``."""
+        self.add(path, value, f"{show(value)} {why}")
 
 
 def join(path: str, key: object) -> str:
@@ -90,7 +94,7 @@ def section(col: Collector, path: str, raw: Any, allowed: Sequence[str]) -> dict
     for key in raw:
         if key not in allowed:
             hint = did_you_mean(key, allowed) or f" (allowed: {', '.join(allowed)})"
-            col.add(join(path, key), key, f"unknown key {key!r}{hint}")
+            col.add(join(path, clip(str(key))), key, f"unknown key {show(key)}{hint}")
     return dict(raw)
 
 
@@ -228,8 +232,9 @@ def optional(coerce: Coerce) -> Coerce:
     return lambda v: None if v is None else coerce(v)
 
 
-def as_int(min_value: int | None = None) -> Coerce:
-    """An int (or a string like ``"1"``), never a bool; at least ``min_value`` when given."""
+def as_int(min_value: int | None = None, max_value: int | None = None, unit: str = "") -> Coerce:
+    """An int (or a string like ``"1"``), never a bool; within ``[min_value, max_value]`` where
+    given (``unit`` names the unit in the message, e.g. ``"MB"``)."""
     def coerce(v: Any) -> int:
         if isinstance(v, bool):
             raise Bad("is not an integer (a boolean is not accepted here)")
@@ -237,8 +242,12 @@ def as_int(min_value: int | None = None) -> Coerce:
             v = int(v.strip())
         if not isinstance(v, int):
             raise Bad(f"is not an integer (got {type(v).__name__})")
+        if max_value is not None and min_value is not None and not min_value <= v <= max_value:
+            raise Bad(f"must be between {min_value} and {max_value}{unit}")
         if min_value is not None and v < min_value:
-            raise Bad(f"must be >= {min_value}")
+            raise Bad(f"must be >= {min_value}{unit}")
+        if max_value is not None and v > max_value:
+            raise Bad(f"must be <= {max_value}{unit}")
         return v
     return coerce
 

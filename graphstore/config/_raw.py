@@ -13,6 +13,8 @@ from typing import Any, Sequence
 import yaml
 
 from graphstore.config._fields import Bad, Collector
+from graphstore.config._yaml import MAX_CONFIG_BYTES, YamlLimit, parse_yaml
+from graphstore.config.errors import clip, show
 
 Token = str | int
 
@@ -29,50 +31,62 @@ NOT_LOADED: Any = _NotLoaded()
 """Returned by :func:`read_yaml` when the file could not be read or parsed (a problem was recorded)."""
 
 
-class _DupCheckingLoader(yaml.SafeLoader):
-    """SafeLoader that records duplicate mapping keys (plain YAML silently keeps the last one)."""
+def _decode(col: Collector, raw: bytes) -> str | None:
+    """UTF-8 text of a config file; a problem naming the first bad byte when it is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col.add("", None, f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset {exc.start} "
+                "cannot be decoded; save the file as UTF-8", missing=True, line=line)
+        return None
 
-    duplicates: list[tuple[Any, int]]
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node)
-            if key in seen:
-                self.duplicates.append((key, key_node.start_mark.line + 1))
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+def _syntax_problem(exc: yaml.YAMLError) -> tuple[str, int | None]:
+    """One line (and the 1-based line number, when known) for a YAML syntax error."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return (f"YAML cannot contain character #x{exc.character:04x} (at character offset "
+                f"{exc.position}): {exc.reason}", None)
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" (column {mark.column + 1})" if mark is not None else ""
+    return f"YAML syntax error: {clip(problem)}{where}", None if mark is None else mark.line + 1
 
 
 def read_yaml(col: Collector, path: str | os.PathLike[str]) -> Any:
-    """Parse one YAML document; on a missing file or a syntax error record a problem, return NOT_LOADED."""
+    """Parse one YAML config file within the limits of :mod:`graphstore.config._yaml`.
+
+    On a missing or unreadable file, a file over :data:`MAX_CONFIG_BYTES`, bytes that are not
+    UTF-8, a syntax error or a broken limit: record one problem and return NOT_LOADED.
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         col.add("", None, "file not found", missing=True)
         return NOT_LOADED
     except OSError as exc:
         col.add("", None, f"cannot read file: {exc.strerror or exc}", missing=True)
         return NOT_LOADED
-    loader = _DupCheckingLoader(text)
-    loader.duplicates = []
-    try:
-        data = loader.get_single_data()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        where = f" (column {mark.column + 1})" if mark is not None else ""
-        col.add("", None, f"YAML syntax error: {problem}{where}", missing=True,
-                line=mark.line + 1 if mark is not None else None)
+    if len(raw) > MAX_CONFIG_BYTES:
+        col.add("", None, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB, the most a config file may "
+                "have; keep data in data files and name them in the config", missing=True)
         return NOT_LOADED
-    finally:
-        loader.dispose()
-    for key, line in loader.duplicates:
-        col.add("", key, f"duplicate key {key!r} (YAML keeps only the last; remove one)", line=line)
-    return {} if data is None else data
+    text = _decode(col, raw)
+    if text is None:
+        return NOT_LOADED
+    try:
+        parsed = parse_yaml(text)
+    except yaml.YAMLError as exc:
+        message, line = _syntax_problem(exc)
+        col.add("", None, message, missing=True, line=line)
+        return NOT_LOADED
+    except YamlLimit as exc:
+        col.add("", None, f"refused: {exc}", missing=True)
+        return NOT_LOADED
+    for key, line in parsed.duplicates:
+        col.add("", key, f"duplicate key {show(key)} (YAML keeps only the last; remove one)", line=line)
+    return {} if parsed.data is None else parsed.data
 
 
 def parse_override(text: str) -> tuple[list[Token], Any]:
@@ -84,13 +98,15 @@ def parse_override(text: str) -> tuple[list[Token], Any]:
     for segment in key.strip().split("."):
         m = _SEGMENT_RE.match(segment)
         if not m:
-            raise Bad(f"has a malformed key path segment {segment!r} (use a.b[0].c=value)")
+            raise Bad(f"has a malformed key path segment {show(segment)} (use a.b[0].c=value)")
         tokens.append(m.group(1))
         tokens.extend(int(i) for i in _INDEX_RE.findall(m.group(2)))
     try:
-        value = yaml.safe_load(value_text)
+        value = parse_yaml(value_text).data
     except yaml.YAMLError as exc:
-        raise Bad(f"has a value that is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise Bad(f"has a value that is not valid YAML: {_syntax_problem(exc)[0]}") from None
+    except YamlLimit as exc:
+        raise Bad(f"has a value that is refused: {exc}") from None
     return tokens, value
 
 
@@ -120,7 +136,7 @@ def apply_override(data: Any, tokens: Sequence[Token], value: Any) -> Any:
             if token >= len(node):
                 raise Bad(f"index [{token}] is out of range: {where} has {len(node)} items")
         elif not isinstance(node, dict):
-            raise Bad(f"sets key {token!r} inside {where}, which is a {type(node).__name__}, "
+            raise Bad(f"sets key {show(token)} inside {where}, which is a {type(node).__name__}, "
                       "not a mapping")
         if last:
             node[token] = value

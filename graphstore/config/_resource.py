@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from graphstore.config import _fields as F
 from graphstore.config._fields import Collector, join
+from graphstore.config.errors import show
 from graphstore.config.resource_schema import (
     GPU_UNSPECIFIED, STAGE_KEYS, LocalGraphStoreConfig, PoolConfig, ResourceConfig,
     SharedResourceConfig, StageResources, VertexGraphStoreConfig,
@@ -82,7 +83,7 @@ def _pool(col: Collector, m: Mapping[str, Any], path: str, key: str) -> PoolConf
         col.bad(join(p, "gpu_type"), gpu_type, f"must name the GPU type when gpu_limit is {gpu_limit}")
     if gpu_limit == 0 and gpu_type not in (None, GPU_UNSPECIFIED):
         col.bad(join(p, "gpu_limit"), gpu_limit,
-                f"must be >= 1 when gpu_type is {gpu_type!r} (or set gpu_type: {GPU_UNSPECIFIED})")
+                f"must be >= 1 when gpu_type is {show(gpu_type)} (or set gpu_type: {GPU_UNSPECIFIED})")
     return PoolConfig(machine_type=F.take(col, pool, p, "machine_type", F.as_str),
                       gpu_type=gpu_type, gpu_limit=gpu_limit,
                       num_replicas=F.take(col, pool, p, "num_replicas", F.as_int(1), 1))

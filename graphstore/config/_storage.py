@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from graphstore.config import _fields as F
 from graphstore.config._fields import Bad, Collector, join
+from graphstore.config.errors import clip
 from graphstore.config.schema import GraphStoreStorageConfig, StorageArgs, freeze_value, thaw_value
 
 STORAGE_ARG_KEYS = ("sample_edge_direction", "splitter_cls_path", "splitter_kwargs",
@@ -49,7 +50,7 @@ def _splitter_kwargs(col: Collector, path: str, raw: Any, direction: str | None)
         try:
             raw = ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError) as exc:
-            col.bad(path, raw, f"is not a Python dict literal ({type(exc).__name__}: {exc})")
+            col.bad(path, raw, f"is not a Python dict literal ({type(exc).__name__}: {clip(str(exc))})")
             return None
         if not isinstance(raw, dict):
             col.bad(path, raw, "must be a mapping (or a string holding a Python dict literal)")

@@ -4,6 +4,11 @@ Reads every section, records every problem in the :class:`Collector`, runs the c
 and builds the frozen tree only when the file had no problem. Derived values filled in here:
 ``storageArgs.num_server_sessions`` (1 for the trainer, one per inferred node type for the
 inferencer) and ``inferencerConfig.nodeTypes`` (the node types of the supervision edge types).
+
+When ``trainerConfig.command`` / ``inferencerConfig.command`` runs the default trainer / inferencer,
+its ``trainerArgs`` / ``inferencerArgs`` are checked here by the rules of
+:mod:`graphstore.training.args` (the same the stage applies), so ``validate`` reports them too. Every
+declared node type needs a node table or an edge type (the partitioner has nothing to number otherwise).
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ from graphstore.config import _fields as F
 from graphstore.config._dataset import read_dataset, resolve_uri
 from graphstore.config._fields import Collector, join, read_edge_types
 from graphstore.config._storage import read_storage
+from graphstore.config.errors import clip, show
 from graphstore.config.schema import (
     EdgeType, ExportConfig, GraphMetadata, InferencerConfig, RuntimeConfig, TaskConfig,
     TrainerConfig,
+)
+from graphstore.training.args import (
+    DEFAULT_INFERENCER_MODULE, DEFAULT_TRAINER_MODULE, InferencerArgs, TrainerArgs, arg_problems,
+    known_keys, runs_module,
 )
 
 TASK_KEYS = ("graphMetadata", "taskMetadata", "datasetConfig", "trainerConfig", "inferencerConfig",
@@ -63,6 +73,21 @@ def _default_inference_node_types(node_types: Sequence[str],
     return tuple(t for t in node_types if t in used) if used else tuple(node_types)
 
 
+def _default_command_args(col: Collector, path: str, command: str | None, args: Mapping[str, Any],
+                          module: str, args_cls: type) -> None:
+    """Check ``args`` (at ``path``) by ``args_cls``'s rules when ``command`` runs ``module``."""
+    if command is None or not runs_module(command, module):
+        return
+    known = known_keys(args_cls)
+    for p in arg_problems(args_cls, args)[1]:
+        if p.unknown:
+            hint = F.did_you_mean(p.key, known) or f" (known: {', '.join(known)})"
+            col.add(join(path, clip(p.key)), p.value,
+                    f"unknown key {show(p.value)} of the default {module} arguments{hint}")
+        else:
+            col.bad(join(path, p.key), p.value, p.why)
+
+
 def _trainer(col: Collector, top: Mapping[str, Any]) -> TrainerConfig | None:
     path = "trainerConfig"
     tc = F.take_section(col, top, "", path, ("command", "trainerArgs", "graphStoreStorageConfig"),
@@ -71,6 +96,9 @@ def _trainer(col: Collector, top: Mapping[str, Any]) -> TrainerConfig | None:
         return None
     command = F.take(col, tc, path, "command", F.as_str)
     args = F.free_mapping(col, join(path, "trainerArgs"), tc.get("trainerArgs"))
+    if args is not None:  # raw values: lists read as lists in messages
+        _default_command_args(col, join(path, "trainerArgs"), command, tc.get("trainerArgs") or {},
+                              DEFAULT_TRAINER_MODULE, TrainerArgs)
     storage = read_storage(col, tc, path, derived_sessions=1,
                            derivation="the trainer connects one compute process group")
     return TrainerConfig(command=command, trainer_args=args, storage=storage)
@@ -85,6 +113,9 @@ def _inferencer(col: Collector, top: Mapping[str, Any], node_types: tuple[str, .
         return None
     command = F.take(col, ic, path, "command", F.as_str)
     args = F.free_mapping(col, join(path, "inferencerArgs"), ic.get("inferencerArgs"))
+    if args is not None:
+        _default_command_args(col, join(path, "inferencerArgs"), command, ic.get("inferencerArgs") or {},
+                              DEFAULT_INFERENCER_MODULE, InferencerArgs)
     batch = F.take(col, ic, path, "inferenceBatchSize", F.as_int(1), 512)
     default = None
     if node_types is not None and supervision is not None:
@@ -165,6 +196,20 @@ def _same_direction(col: Collector, trainer: TrainerConfig | None,
                 "and applied on the same edge direction, so they must be equal")
 
 
+def _node_types_used(col: Collector, node_types: Sequence[str] | None,
+                     edge_types: Sequence[EdgeType] | None, dataset: Any) -> None:
+    """Every declared node type has a node table or is an end of a declared edge type."""
+    if node_types is None or edge_types is None or dataset is None or None in dataset.node_sources:
+        return  # a malformed node source is reported already
+    used = {t for et in edge_types for t in (et.src_node_type, et.dst_node_type)}
+    used |= {n.node_type for n in dataset.node_sources if n is not None}
+    for i, t in enumerate(node_types):
+        if t not in used:
+            col.bad(f"graphMetadata.nodeTypes[{i}]", t,
+                    "has no node table (datasetConfig.dataSources.nodes) and is an end of no edge "
+                    "type (graphMetadata.edgeTypes); give it a node table or remove it")
+
+
 def build_task(col: Collector, raw: Any, source_path: str) -> TaskConfig | None:
     """Type and check one raw task config; ``None`` when ``col`` received any problem."""
     top = F.section(col, "", raw, TASK_KEYS)
@@ -174,6 +219,7 @@ def build_task(col: Collector, raw: Any, source_path: str) -> TaskConfig | None:
     node_types, edge_types = _graph_metadata(col, top)
     supervision = _supervision(col, top, edge_types)
     dataset = read_dataset(col, top, base_dir, node_types, edge_types)
+    _node_types_used(col, node_types, edge_types, dataset)
     trainer = _trainer(col, top)
     inferencer = _inferencer(col, top, node_types, supervision)
     _same_direction(col, trainer, inferencer)

@@ -11,21 +11,28 @@ No torch / PyG / GLT import here or anywhere in :mod:`graphstore.config`: the pi
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 from graphstore.config._fields import Bad, Collector, did_you_mean
 from graphstore.config._raw import NOT_LOADED, apply_override, parse_override, read_yaml, tokens_to_path
 from graphstore.config._resource import RESOURCE_KEYS, build_resource
 from graphstore.config._task import TASK_KEYS, build_task
-from graphstore.config.errors import ConfigError, Problem
+from graphstore.config.errors import ConfigError, Problem, clip, show
 from graphstore.config.resource_schema import ResourceConfig
 from graphstore.config.schema import TaskConfig
 
 PathLike = str | os.PathLike[str]
+_NO_ORIGINS: Mapping[str, str] = MappingProxyType({})
 
 
-def _load_raw(col: Collector, path: PathLike, overrides: Sequence[str]) -> Any:
-    """Read the YAML and apply overrides; NOT_LOADED when the file itself is unusable."""
+def _load_raw(col: Collector, path: PathLike, overrides: Sequence[str],
+              origins: Mapping[str, str]) -> Any:
+    """Read the YAML and apply overrides; NOT_LOADED when the file itself is unusable.
+
+    A problem at or below an overridden key names the override, or ``origins[text]`` (how the
+    user gave it, e.g. a command-line flag) when the override came from there.
+    """
     raw = read_yaml(col, path)
     if raw is NOT_LOADED:
         return NOT_LOADED
@@ -34,20 +41,23 @@ def _load_raw(col: Collector, path: PathLike, overrides: Sequence[str]) -> Any:
             tokens, value = parse_override(text)
             raw = apply_override(raw, tokens, value)
         except Bad as exc:
-            key = text.partition("=")[0].strip()
-            col.add(key, text, f"bad override {text!r}: it {exc.why}")
+            key = clip(text.partition("=")[0].strip())
+            col.add(key, text, f"bad override {show(text)}: it {exc.why}")
             continue
-        col.override_notes[tokens_to_path(tokens)] = f"set by override {text!r}"
+        col.override_notes[tokens_to_path(tokens)] = (f"set by {origins[text]}" if text in origins
+                                                      else f"set by override {show(text)}")
     return raw
 
 
-def _task(col: Collector, path: PathLike, overrides: Sequence[str]) -> TaskConfig | None:
-    raw = _load_raw(col, path, overrides)
+def _task(col: Collector, path: PathLike, overrides: Sequence[str],
+          origins: Mapping[str, str] = _NO_ORIGINS) -> TaskConfig | None:
+    raw = _load_raw(col, path, overrides, origins)
     return None if raw is NOT_LOADED else build_task(col, raw, os.fspath(path))
 
 
-def _resource(col: Collector, path: PathLike, overrides: Sequence[str]) -> ResourceConfig | None:
-    raw = _load_raw(col, path, overrides)
+def _resource(col: Collector, path: PathLike, overrides: Sequence[str],
+              origins: Mapping[str, str] = _NO_ORIGINS) -> ResourceConfig | None:
+    raw = _load_raw(col, path, overrides, origins)
     if raw is NOT_LOADED:
         return None
     return build_resource(col, raw, os.path.abspath(os.fspath(path)))
@@ -94,7 +104,7 @@ def route_overrides(overrides: Sequence[str], col: Collector) -> tuple[list[str]
         try:
             head = parse_override(text)[0][0]
         except Bad as exc:
-            col.add(text.partition("=")[0].strip(), text, f"bad override {text!r}: it {exc.why}")
+            col.add(clip(text.partition("=")[0].strip()), text, f"bad override {show(text)}: it {exc.why}")
             continue
         if head in TASK_KEYS:
             task_ov.append(text)
@@ -102,7 +112,7 @@ def route_overrides(overrides: Sequence[str], col: Collector) -> tuple[list[str]
             res_ov.append(text)
         else:
             hint = did_you_mean(head, TASK_KEYS + RESOURCE_KEYS)
-            col.add(str(head), text, f"bad override {text!r}: {head!r} is not a top-level key of the "
+            col.add(clip(str(head)), text, f"bad override {show(text)}: {show(head)} is not a top-level key of the "
                     f"task config ({', '.join(TASK_KEYS)}) or of the resource config "
                     f"({', '.join(RESOURCE_KEYS)}){hint}")
     return task_ov, res_ov
@@ -123,18 +133,20 @@ def check_pair(task: TaskConfig, res: ResourceConfig, tcol: Collector, resource_
                  "partition per storage process); remove it or make them equal")
 
 
-def load_config_pair(task_path: PathLike, resource_path: PathLike,
-                     overrides: Sequence[str] = ()) -> tuple[TaskConfig, ResourceConfig]:
+def load_config_pair(task_path: PathLike, resource_path: PathLike, overrides: Sequence[str] = (),
+                     *, origins: Mapping[str, str] = _NO_ORIGINS) -> tuple[TaskConfig, ResourceConfig]:
     """Load a task and a resource config together, with overrides routed by their first key.
 
     Runs both files' checks and the cross-file checks (BigQuery project, partition count) and
-    raises ONE :class:`ConfigError` listing every problem of both files.
+    raises ONE :class:`ConfigError` listing every problem of both files. ``origins`` maps an
+    override to how the user gave it when that was not ``--set`` (e.g. ``{"datasetConfig.
+    partitionConfig.numPartitions=3": "--num-partitions 3"}``), so a problem names the flag.
     """
     ocol = Collector("<overrides>")
     task_ov, res_ov = route_overrides(overrides, ocol)
     tcol, rcol = Collector(os.fspath(task_path)), Collector(os.fspath(resource_path))
-    task = _task(tcol, task_path, task_ov)
-    res = _resource(rcol, resource_path, res_ov)
+    task = _task(tcol, task_path, task_ov, origins)
+    res = _resource(rcol, resource_path, res_ov, origins)
     if task is not None and res is not None:
         check_pair(task, res, tcol, rcol.file)
     _raise_if_any(ocol, tcol, rcol)

@@ -1,25 +1,58 @@
-"""``trainerConfig.trainerArgs`` of the default trainer, typed and checked in one place."""
+"""Arguments of the default trainer and inferencer, typed and checked in one place.
+
+``trainerConfig.trainerArgs`` is read into :class:`TrainerArgs` when ``trainerConfig.command`` runs
+the default trainer (``python -m components.train``), ``inferencerConfig.inferencerArgs`` into
+:class:`InferencerArgs` when ``inferencerConfig.command`` runs the default inferencer
+(``python -m components.infer``). The config loader runs :func:`arg_problems` at config load, so
+``python -m pipeline validate`` reports every bad key with the file and dotted key; the stages call
+``from_mapping`` again on the frozen config (same rules).
+
+The rules come from each dataclass field: its type annotation (``int``, ``float``, ``bool``,
+``str``, a ``Literal`` of choices, ``tuple[int, ...]``; ``| None`` allows null) and an optional
+``metadata={"min": m}`` (numbers default to >= 0; ``tuple[int, ...]`` lists need at least one item).
+No torch import here: :mod:`graphstore.config` and ``pipeline/`` import this module.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Literal, Mapping
+import math
+import shlex
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Mapping, TypeVar
 
-from graphstore.errors import UsageError
+from graphstore.errors import UsageError, show
+
+DEFAULT_TRAINER_MODULE = "components.train"
+DEFAULT_INFERENCER_MODULE = "components.infer"
+
+A = TypeVar("A")
+
+
+def runs_module(command: str, module: str) -> bool:
+    """True when the configured ``command`` runs ``python -m <module>`` (with any interpreter)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    return any(a == "-m" and b == module for a, b in zip(argv, argv[1:]))
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainerArgs:
-    num_neighbors: tuple[int, ...] = (10, 5)
-    batch_size: int = 256  # (anchor, positive) pairs per step and rank
+    """``trainerConfig.trainerArgs`` of the default trainer."""
+
+    num_neighbors: tuple[int, ...] = field(default=(10, 5), metadata={"min": -1})  # -1: all
+    batch_size: int = field(default=256, metadata={"min": 1})  # (anchor, positive) pairs per step and rank
     num_random_negatives: int = 256  # random label nodes per step and rank
     lr: float = 0.005
     weight_decay: float = 0.0
-    max_steps: int = 300
+    max_steps: int = field(default=300, metadata={"min": 1})
     max_epochs: int = 0  # also stop after this many epochs of the first supervision type; 0: off
     val_every_steps: int = 100
     log_every_steps: int = 20
-    eval_candidates: int = 500  # shared random candidates per evaluated pair (see metrics.py)
+    eval_candidates: int = field(default=500, metadata={"min": 1})  # shared random candidates per pair
     hidden_dim: int = 64
     out_dim: int = 64
     num_layers: int = 2
@@ -30,45 +63,101 @@ class TrainerArgs:
     seed: int = 0
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any], where: str = "trainerConfig.trainerArgs") -> "TrainerArgs":
-        args = cls(**typed_values(cls, raw, where))
-        if args.decoder not in ("dot", "cosine"):
-            raise UsageError(f"{where}.decoder: 'dot' or 'cosine', got {args.decoder!r}")
-        if args.loss not in ("retrieval", "bpr"):
-            raise UsageError(f"{where}.loss: 'retrieval' or 'bpr', got {args.loss!r}")
-        if args.batch_size < 1 or args.max_steps < 1 or args.eval_candidates < 1:
-            raise UsageError(f"{where}: batch_size, max_steps and eval_candidates must be >= 1")
-        return args
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "trainerConfig.trainerArgs") -> TrainerArgs:
+        """Typed args; UsageError listing every problem (``where.key: ...``) otherwise."""
+        return parse_args(cls, raw, where)
 
 
-def typed_values(cls: type, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Check ``raw`` against the fields of the dataclass ``cls`` (typed by their defaults).
+@dataclass(frozen=True, kw_only=True)
+class InferencerArgs:
+    """``inferencerConfig.inferencerArgs`` of the default inferencer."""
 
-    Unknown keys, wrong types and negative numbers raise UsageError naming ``where.key``;
-    returns the values converted (lists -> tuples, ints -> floats where the default is a float).
+    num_neighbors: tuple[int, ...] | None = field(default=None, metadata={"min": -1})  # None: as trained
+    log_every_batches: int = 20
+    checkpoint: str | None = None  # URI of model.pt; None: <run-dir>/checkpoint/model.pt
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any],
+                     where: str = "inferencerConfig.inferencerArgs") -> InferencerArgs:
+        """Typed args; UsageError listing every problem (``where.key: ...``) otherwise."""
+        return parse_args(cls, raw, where)
+
+
+@dataclass(frozen=True, slots=True)
+class ArgProblem:
+    """One bad argument: its ``key``, the ``value`` and ``why`` it is wrong (``why`` follows the
+    value, e.g. ``is not a non-empty list of ints >= -1``); ``unknown``: the key is not a field."""
+
+    key: str
+    value: Any
+    why: str
+    unknown: bool = False
+
+
+def _check(kind: Any, value: Any, minimum: float) -> str | None:
+    """Why ``value`` does not fit the annotation ``kind`` (see the module doc), or None."""
+    origin, params = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in params:
+            return None
+        kind = next(p for p in params if p is not type(None))
+        origin, params = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Literal:
+        return None if value in params else f"is not one of {', '.join(map(repr, params))}"
+    if origin is tuple:
+        ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
+        return None if ok else f"is not a non-empty list of ints >= {minimum:g}"
+    if kind is bool or kind is str:
+        return None if isinstance(value, kind) else f"is not a {kind.__name__}"
+    if kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+        return None if ok else f"is not an int >= {minimum:g}"
+    if kind is float:
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value) and value >= minimum)
+        return None if ok else f"is not a finite number >= {minimum:g}"
+    raise TypeError(f"args field type {kind!r} has no rule")  # a bug in the args class
+
+
+def arg_problems(cls: type, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[ArgProblem]]:
+    """Check ``raw`` against the fields of the args dataclass ``cls``.
+
+    Returns the converted values (lists -> tuples, ints -> floats for float fields) and every
+    problem found: unknown keys (``unknown=True``) and values that break a field's rule.
     """
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise UsageError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-    defaults = cls()
+    hints = typing.get_type_hints(cls)
+    by_name = {f.name: f for f in fields(cls)}
     values: dict[str, Any] = {}
+    problems: list[ArgProblem] = []
     for key, value in raw.items():
-        default = getattr(defaults, key)
-        if isinstance(default, tuple) or (default is None and isinstance(value, (list, tuple))):
-            if not isinstance(value, (list, tuple)) or not all(
-                    isinstance(v, int) and not isinstance(v, bool) and v >= -1 for v in value):
-                raise UsageError(f"{where}.{key}: expected a list of ints (-1 = all), got {value!r}")
-            value = tuple(value)
-        elif isinstance(default, (bool, str)):
-            if not isinstance(value, type(default)):
-                raise UsageError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
-        elif isinstance(default, int):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UsageError(f"{where}.{key}: expected an int >= 0, got {value!r}")
-        elif isinstance(default, float):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise UsageError(f"{where}.{key}: expected a number >= 0, got {value!r}")
-            value = float(value)
-        values[key] = value
-    return values
+        f = by_name.get(key) if isinstance(key, str) else None
+        if f is None:
+            problems.append(ArgProblem(str(key), key, "is not a known key", unknown=True))
+            continue
+        why = _check(hints[key], value, f.metadata.get("min", 0))
+        if why:
+            problems.append(ArgProblem(key, value, why))
+        elif isinstance(value, list):
+            values[key] = tuple(value)
+        elif hints[key] is float:
+            values[key] = float(value)
+        else:
+            values[key] = value
+    return values, problems
+
+
+def known_keys(cls: type) -> list[str]:
+    """The keys an args dataclass accepts, in declaration order."""
+    return [f.name for f in fields(cls)]
+
+
+def parse_args(cls: type[A], raw: Mapping[str, Any], where: str) -> A:
+    """``cls`` built from ``raw``; a one-line UsageError naming ``where.key`` for every problem."""
+    values, problems = arg_problems(cls, raw)
+    if problems:
+        parts = [f"{where}.{p.key}: {show(p.value)} {p.why}" for p in problems]
+        if any(p.unknown for p in problems):
+            parts.append(f"known keys: {', '.join(known_keys(cls))}")
+        raise UsageError("; ".join(parts))
+    return cls(**values)

@@ -48,7 +48,7 @@ BASE_TASK: dict[str, Any] = {
     },
     "trainerConfig": {
         "command": "python -m components.train",
-        "trainerArgs": {"num_neighbors": [10, 5], "batch_size": 256, "opt": {"lr": 0.01}},
+        "trainerArgs": {"num_neighbors": [10, 5], "batch_size": 256, "lr": 0.01},
         "graphStoreStorageConfig": {"command": "python -m components.storage", "storageArgs": {
             "sample_edge_direction": "in",
             "splitter_cls_path": "graphstore.DistNodeAnchorLinkSplitter",
@@ -453,10 +453,23 @@ def test_num_server_sessions_matching_derivation_is_fine(tmp_path: Path) -> None
 
 # ---- partition and export ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("key", ["numPartitions", "memoryLimitMb"])
-def test_partition_counts_at_least_one(tmp_path: Path, key: str) -> None:
-    p = only(task_problems(tmp_path, lambda d: d["datasetConfig"].update(partitionConfig={key: 0})))
-    assert p.path == f"datasetConfig.partitionConfig.{key}" and ">= 1" in p.message
+def test_partition_count_at_least_one(tmp_path: Path) -> None:
+    p = only(task_problems(tmp_path, lambda d: d["datasetConfig"].update(partitionConfig={"numPartitions": 0})))
+    assert p.path == "datasetConfig.partitionConfig.numPartitions" and ">= 1" in p.message
+
+
+@pytest.mark.parametrize("limit", [0, 1, 127, 16 * 1024 * 1024 + 1, 10**30])
+def test_memory_limit_out_of_range(tmp_path: Path, limit: int) -> None:
+    """1 MB made DuckDB run out of memory and 10**30 failed DuckDB's parser, both after validate
+    said ok; the range is checked at load (128 MB: measured on the tiny CSV dataset)."""
+    p = only(task_problems(tmp_path, lambda d: d["datasetConfig"].update(
+        partitionConfig={"memoryLimitMb": limit})))
+    assert p.path == "datasetConfig.partitionConfig.memoryLimitMb"
+    assert p.message == f"{limit} must be between 128 and 16777216 (MB)"
+    for ok in (128, 16 * 1024 * 1024):  # both ends are in the range
+        task = load_task_config(task_file(tmp_path, lambda d: d["datasetConfig"].update(
+            partitionConfig={"memoryLimitMb": ok})))
+        assert task.dataset.partition.memory_limit_mb == ok
 
 
 def test_bigquery_needs_dataset(tmp_path: Path) -> None:
