@@ -3,13 +3,16 @@
     python -m components.export --task-config T --run-dir D [--run-id ID] [--node-type NT ...]
 
 Needs the infer stage's ``<run-dir>/embeddings/<node_type>/_SUCCESS``; the run id defaults to the
-run folder's name; the warehouse comes from ``exportConfig``. Order of work and guarantees:
+run folder's name; the warehouse comes from ``exportConfig``. A local ``--run-dir`` that does not
+exist and a ``--node-type`` outside ``graphMetadata.nodeTypes`` exit 2; missing embeddings in an
+existing run folder exit 1. Order of work and guarantees:
 graphstore/export/__init__.py. Prints one line per node type (rows loaded, table).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from graphstore.cli import run_cli, setup_logging
 
@@ -29,7 +32,13 @@ def main() -> int:
                         help="override a task config value (dotted path)")
     args = parser.parse_args()
     setup_logging("export")
+    from graphstore import uris
+    from graphstore.errors import UsageError
     from graphstore.export import export_run, load_task_and_project
+
+    if not uris.is_gcs(args.run_dir) and not os.path.isdir(args.run_dir):
+        raise UsageError(f"--run-dir {args.run_dir}: no such folder (give the run folder the infer "
+                         "stage wrote, e.g. runs/<run id>)")
 
     task, project = load_task_and_project(args.task_config, args.resource_config, args.set)
     for done in export_run(task, args.run_dir, run_id=args.run_id, node_types=args.node_types,

@@ -92,6 +92,10 @@ def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
     if task.inferencer is None and not node_types:
         raise UsageError("no node types to export: give --node-type or an inferencerConfig")
     types = list(node_types or task.inferencer.node_types)
+    unknown = [nt for nt in types if nt not in task.graph_metadata.node_types]
+    if unknown:
+        raise UsageError(f"node type {unknown[0]!r} is not in graphMetadata.nodeTypes "
+                         f"({', '.join(task.graph_metadata.node_types)})")
     cfg = task.export
     warehouse = open_warehouse(task, run_dir, project)
     done = []

@@ -7,9 +7,10 @@ of every exported run, and a view ``<table>_latest`` with the newest run's rows.
 
 Loading a run (``load_run``), in this order:
   1. a **load job** (never row streaming) puts the rows Parquet file into a staging table
-     ``<table>__staging_<run id>`` (WRITE_TRUNCATE, explicit schema): from ``gs://`` with
-     ``load_table_from_uri`` when the rows file is there (the production path), else from the
-     local file with ``load_table_from_file``; the job's and the table's row counts are checked;
+     ``<table>__staging_<run id>_<hash>`` (:func:`staging_name`, one per exact run id;
+     WRITE_TRUNCATE, explicit schema): from ``gs://`` with ``load_table_from_uri`` when the rows
+     file is there (the production path), else from the local file with
+     ``load_table_from_file``; the job's and the table's row counts are checked;
   2. one ``MERGE`` statement, keyed on ``(run_id, node_id)``, makes the run's rows equal to the
      staged ones: matched rows are updated, new ones inserted, the run's rows missing from staging
      deleted; other runs' rows are not touched. A single DML statement is atomic in BigQuery, so a
@@ -25,12 +26,13 @@ parameters.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from typing import Callable
 
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.export.names import latest_view_name, sql_name
+from graphstore.export.names import latest_view_name, node_id_value, sql_name
 from graphstore.export.rows import TABLE_COLUMNS, Rows
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,13 @@ def schema(node_id_type: str) -> list:
 
 
 def staging_name(table: str, run_id: str) -> str:
-    """One staging table per (table, run): exports of different runs never share one."""
-    return sql_name(f"{table}__staging_{re.sub(r'[^A-Za-z0-9_]', '_', run_id)}", "staging table")
+    """One staging table per (table, exact run id): exports of different runs never share one.
+    The run id's letters, digits and ``_`` (others become ``_``) for readers, then 12 hex digits
+    of its sha256, so run ids that differ only where a table name cannot follow (``a-b``,
+    ``a_b``, ``a.b``) still get different tables."""
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:12]
+    readable = re.sub(r"[^A-Za-z0-9_]", "_", run_id)
+    return sql_name(f"{table}__staging_{readable}_{digest}", "staging table")
 
 
 class BigQueryWarehouse:
@@ -214,7 +221,7 @@ class BigQueryWarehouse:
             self.client.get_table(self.ref(among))
         except gexc.NotFound as exc:
             raise UsageError(f"{exc.message} (run the export stage first)") from None
-        key: object = int(node_id) if kind["node_id"] in ("INTEGER", "INT64") else str(node_id)
+        key = node_id_value(str(node_id), kind["node_id"] in ("INTEGER", "INT64"), self.ref(table))
         skip = "AND c.node_id != @node_id" if among == table else ""
         params = {"node_id": key, "k": k, **({"run_id": run_id} if run_id else {})}
         found = self._query(f"SELECT count(*) FROM {q_source} q WHERE q.node_id = @node_id {q_where}",

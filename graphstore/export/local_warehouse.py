@@ -10,21 +10,37 @@ Loading a run (``load_run``), in this order:
   2. one transaction deletes the run's earlier rows, inserts the staged rows, drops the staging
      table and (re)creates the view; a consumer sees the old complete set or the new one.
 A failure before or during step 2 leaves the table exactly as it was; rerunning the same run id
-leaves the same rows (no duplicates). DuckDB allows one writing process per file at a time.
+leaves the same rows (no duplicates).
+
+One process at a time: DuckDB locks the file while a process has it open (a writer excludes
+everyone, readers exclude writers). Opening it while another process holds it (a second export,
+``pipeline neighbors`` reading) is a **bounded wait**: retried every :data:`LOCK_POLL_S` for up to
+:data:`LOCK_WAIT_S`, then a RuntimeFailure (exit 1) naming the file, the holder's PID and the wait.
+The lock, not a retry, is what keeps the file whole: no process writes while another has it open.
+A path that cannot hold a warehouse (the folder is a file, the file is not a DuckDB database) is a
+UsageError (exit 2) naming it; nothing there is changed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import time
 from typing import Callable
 
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.export.names import latest_view_name, sql_name
+from graphstore.export.names import latest_view_name, node_id_value, sql_name
 from graphstore.export.rows import Rows
 from graphstore.literal_paths import duckdb_literal
 
+log = logging.getLogger(__name__)
 FILE_NAME = "warehouse.duckdb"
 METRICS = {"dot": "list_inner_product", "cosine": "list_cosine_similarity"}
+LOCK_WAIT_S = 60.0
+"""How long opening the warehouse waits for another process to let go of it."""
+LOCK_POLL_S = 0.2
+_WHERE = "exportConfig.localWarehouseUri, default warehouse/ beside the run folder"
 
 
 class LocalWarehouse:
@@ -35,12 +51,42 @@ class LocalWarehouse:
         self.path = os.path.join(folder, FILE_NAME)
 
     def _connect(self, read_only: bool = False):
+        """A connection to the warehouse file (module docs: bounded wait for the lock; a folder
+        or file that cannot be a warehouse is a UsageError)."""
         import duckdb
 
+        if os.path.exists(self.folder) and not os.path.isdir(self.folder):
+            raise UsageError(f"{self.folder} is a file, not a folder: the local warehouse needs a "
+                             f"folder there ({_WHERE}); move the file or set another folder")
         if read_only and not os.path.exists(self.path):
             raise UsageError(f"no local warehouse at {self.path} (run the export stage first)")
-        os.makedirs(self.folder, exist_ok=True)
-        return duckdb.connect(self.path, read_only=read_only)
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the local warehouse folder {self.folder} ({_WHERE}): "
+                             f"{exc.strerror or exc}") from None
+        waited_from, waiting = time.monotonic(), False
+        while True:
+            try:
+                return duckdb.connect(self.path, read_only=read_only)
+            except duckdb.IOException as exc:
+                message = str(exc)
+                if "Could not set lock" not in message:
+                    raise UsageError(f"{self.path} cannot be opened as the local warehouse "
+                                     f"({_duckdb_reason(message)}); move it away or set "
+                                     "exportConfig.localWarehouseUri") from None
+                match = re.search(r"\(PID (\d+)\)", message)
+                holder = f" (PID {match.group(1)})" if match else ""
+                if not waiting:
+                    waiting = True
+                    log.info("%s is in use by another process%s; waiting up to %g s for it",
+                             self.path, holder, LOCK_WAIT_S)
+                if time.monotonic() - waited_from >= LOCK_WAIT_S:
+                    raise RuntimeFailure(
+                        f"{self.path} is in use by another process{holder}, e.g. another export "
+                        f"or `pipeline neighbors`; waited {LOCK_WAIT_S:g} s for it; rerun when it "
+                        "is done") from None
+                time.sleep(LOCK_POLL_S)
 
     def load_run(self, table: str, rows: Rows, run_id: str, *, source_uri: str | None = None,
                  before_swap: Callable[[], None] | None = None) -> int:
@@ -134,7 +180,8 @@ class LocalWarehouse:
                 if not con.execute("SELECT count(*) FROM information_schema.tables WHERE "
                                    "table_name = ?", [name]).fetchone()[0]:
                     raise UsageError(f"table {name} is not in {self.path}")
-            key = int(node_id) if self._column_type(con, table, "node_id") == "BIGINT" else str(node_id)
+            key = node_id_value(str(node_id), self._column_type(con, table, "node_id") == "BIGINT",
+                                table)
 
             def rows_of(name: str) -> str:
                 if run_id is not None:
@@ -154,3 +201,10 @@ class LocalWarehouse:
                  **({"run": run_id} if run_id else {})}).fetchall()
         finally:
             con.close()
+
+
+def _duckdb_reason(message: str) -> str:
+    """DuckDB's reason for not opening a file, without its prefix and the path it repeats."""
+    if "not a valid DuckDB database" in message:
+        return "it is not a DuckDB database file"
+    return re.sub(r' ?"[^"]*"', "", re.sub(r"^IO Error: ", "", message.splitlines()[0]))

@@ -8,6 +8,8 @@ from graphstore.errors import UsageError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1000}$")
 LATEST_SUFFIX = "_latest"
+_INTEGER = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def sql_name(value: str, what: str) -> str:
@@ -34,3 +36,17 @@ def check_run_id(run_id: str) -> str:
     from graphstore.run_ids import check_run_id as check
 
     return check(run_id)
+
+
+def node_id_value(node_id: str, integer_ids: bool, table: str) -> str | int:
+    """``node_id`` (as typed by a user, e.g. ``--node-id``) as ``table`` stores it: unchanged for
+    STRING ids; for INT64 ids an int, and a UsageError when it is not a 64-bit integer."""
+    if not integer_ids:
+        return node_id
+    if not _INTEGER.match(node_id):
+        raise UsageError(f"--node-id {node_id!r}: node ids of {table} are integers")
+    value = int(node_id)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise UsageError(f"--node-id {node_id!r}: node ids of {table} are 64-bit integers; "
+                         "this one is out of range")
+    return value

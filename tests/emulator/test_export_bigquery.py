@@ -210,3 +210,41 @@ def test_reloading_a_run_with_fewer_rows_leaves_exactly_those(graph, tmp_path, b
     got = _rows(wh, "embeddings_user")
     assert sorted(r[0] for r in got if r[4] == "r1") == sorted(half.column("node_id").to_pylist())
     assert len([r for r in got if r[4] == "r0"]) == other.count  # another run is untouched
+
+
+def test_run_ids_that_differ_only_in_punctuation_get_their_own_staging_tables(
+        graph, tmp_path, bigquery_emulator, dataset):
+    """``a-b`` and ``a_b`` make the same table-name characters; an export of one running while
+    the other's rows sit in staging must not load, or delete, the other's staging table."""
+    assert staging_name("embeddings_user", "a-b") != staging_name("embeddings_user", "a_b")
+    task = _task(graph, bigquery_emulator.project, dataset)
+    wh = BigQueryWarehouse(bigquery_emulator.project, dataset)
+    other = make_run(graph, tmp_path, "a_b", scale=2.0, finished="2026-11-02T00:00:00+00:00")
+
+    def export_other_between_staging_and_swap(node_type: str) -> None:
+        export_run(task, str(other), node_types=[node_type])
+
+    export_run(task, str(make_run(graph, tmp_path, "a-b")), node_types=["user"],
+               before_swap=export_other_between_staging_and_swap)
+    users = graph["raw"]["user"]
+    assert sorted(r[:2] for r in wh.runs("embeddings_user")) == [("a-b", len(users)),
+                                                                  ("a_b", len(users))]
+    for run_id, scale in (("a-b", 1.0), ("a_b", 2.0)):
+        got = {r[0]: r[1] for r in wh._query(
+            f"SELECT node_id, embedding FROM `{wh.ref('embeddings_user')}` WHERE run_id = @run_id",
+            {"run_id": run_id})}
+        for dense in (0, 5):  # node i's embedding is scale * [i, i+1, i+2, i+3]
+            assert got[users[dense]] == pytest.approx(list(scale * (np.arange(DIM) + dense)))
+    tables = {t.table_id for t in wh.client.list_tables(f"{wh.project}.{dataset}")}
+    assert not any("__staging_" in t for t in tables)
+
+
+def test_a_node_id_that_is_not_an_integer_is_a_usage_error_for_int64_ids(
+        graph, tmp_path, bigquery_emulator, dataset):
+    task = _task(graph, bigquery_emulator.project, dataset)
+    export_run(task, str(make_run(graph, tmp_path, "r1")), node_types=["item"])
+    wh = BigQueryWarehouse(bigquery_emulator.project, dataset)
+    for bad in ("abc", ""):
+        with pytest.raises(UsageError, match=r"--node-id .*: node ids of .*embeddings_item are "
+                                             r"integers"):
+            wh.neighbors("embeddings_item", bad, 3)
