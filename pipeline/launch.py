@@ -7,10 +7,14 @@ its own session, with ``CLUSTER_SPEC`` / ``RANK`` / ``WORLD_SIZE`` / ``MASTER_AD
 ``MASTER_PORT`` laid out by :mod:`pipeline.topology` (docs/runtime.md has the whole contract).
 
 Order: storage processes are started first (storage 0..S-1), then compute (0..C-1). The run ends
-when every process has exited 0, or at the first non-zero exit (the others get ``failure_grace_s``
-to exit by themselves, then every process tree is killed), or when ``timeout_s`` has passed, or on
-SIGINT/SIGTERM. Whatever the ending, every process of the run (sessions and their descendants,
-also those that left the session) is ended before ``launch_stage`` returns: SIGTERM, then SIGKILL
+when every process has exited 0, or at the first failure (the others get ``failure_grace_s`` to
+exit by themselves, then every process tree is killed), or when ``timeout_s`` has passed, or on
+SIGINT/SIGTERM. A failure is a non-zero exit, or a process of a machine's tree found stopped
+(SIGSTOP, state T) for ``graphStoreRuntimeConfig.heartbeatTimeoutS``: its peers' heartbeats would
+call it dead by then, but a stopped process that serves nobody (a storage machine's main process)
+would otherwise hold the run until ``timeout_s``. Whatever the ending, every process of the run
+(sessions, their descendants, also those that left the session or re-parented away: see
+pipeline.proctree) is ended before ``launch_stage`` returns: SIGTERM and SIGCONT, then SIGKILL
 after :data:`TERM_GRACE_S`.
 
 Logs: ``<run_dir>/logs/<stage>/<role>_<i>.log``. The run folder may be ``gs://`` (every process
@@ -30,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Mapping, Sequence
@@ -42,7 +47,7 @@ from graphstore.config import ResourceConfig, TaskConfig
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 from graphstore.ports import free_ports
 from pipeline import topology
-from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, end_all
+from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, Stall, end_all
 
 log = logging.getLogger("pipeline.launch")
 
@@ -214,6 +219,17 @@ def _who(r: Running) -> str:
     return f"{r.spec.label} (rank {r.spec.rank})"
 
 
+def _failure_text(r: Running, code: str) -> str:
+    """How the first failed process failed: its exit, or the stall that made it a failure."""
+    stall = r.stall
+    if stall is None:
+        return f"{_who(r)} failed first with {code}"
+    which = (f"{r.spec.label} (rank {r.spec.rank}, pid {stall.pid})" if stall.pid == r.popen.pid
+             else f"{_who(r)}: its process pid {stall.pid} ({stall.command[:120]})")
+    return (f"{which} was stopped (SIGSTOP or another stop signal) for {stall.seconds:.0f} s "
+            "(graphStoreRuntimeConfig.heartbeatTimeoutS); ended with " + code)
+
+
 def _install_signal_handlers(stop: threading.Event, received: list[str]) -> Callable[[], None]:
     """SIGINT/SIGTERM set ``stop`` (main thread only); returns a function restoring the old ones."""
     if threading.current_thread() is not threading.main_thread():
@@ -234,26 +250,48 @@ def _install_signal_handlers(stop: threading.Event, received: list[str]) -> Call
 Ending = Literal["ok", "failed", "timeout", "interrupted"]
 
 
+def _check_stalls(running: Sequence[Running], now: float, stall_s: float) -> None:
+    """Mark each running machine whose tree holds a process stopped for ``stall_s`` or more."""
+    for r in running:
+        if r.returncode is not None or r.stall is not None:
+            continue
+        found = r.stopped_for(now)
+        if found is None or found[1] < stall_s:
+            continue
+        proc, seconds = found
+        try:
+            command = " ".join(proc.cmdline())
+        except psutil.Error:  # gone meanwhile; the pid still names it
+            command = "?"
+        r.stall = Stall(pid=proc.pid, command=command, seconds=seconds, noticed_at=now)
+        log.error("process=%r rank=%d pid=%d stopped for %.0f s (heartbeatTimeoutS %.0f s)",
+                  r.spec.label, r.spec.rank, proc.pid, seconds, stall_s)
+
+
 def _supervise(running: Sequence[Running], *, deadline: float, failure_grace_s: float,
-               stop: threading.Event, changed: threading.Event) -> tuple[Ending, Running | None]:
+               stall_s: float, stop: threading.Event, changed: threading.Event
+               ) -> tuple[Ending, Running | None]:
     """Wait for the run to end; returns how it ended and the first failed process, if any.
 
-    The first failure is the process whose exit was observed first; after it the others get
-    ``failure_grace_s`` to exit by themselves (compute fails fast on a dead storage server).
+    The first failure is the process whose non-zero exit (or stall: stopped for ``stall_s``) was
+    observed first; after it the others get ``failure_grace_s`` to exit by themselves (compute
+    fails fast on a dead storage server).
     """
     grace_end: float | None = None
     next_track = 0.0
     while True:
         now = time.monotonic()
-        failed = sorted((r for r in running if r.returncode not in (None, 0)),
-                        key=lambda r: r.exit_time or 0.0)
+        failed = sorted((r for r in running if r.failed_at is not None),
+                        key=lambda r: r.failed_at or 0.0)
         first = failed[0] if failed else None
         if stop.is_set():
             return "interrupted", first
         if first is not None and grace_end is None:
             grace_end = now + failure_grace_s
-            log.error("process=%r rank=%d exit_code=%s failed first; others get %.0f s to exit",
-                      first.spec.label, first.spec.rank, first.popen.returncode, failure_grace_s)
+            log.error("process=%r rank=%d %s failed first; others get %.0f s to exit",
+                      first.spec.label, first.spec.rank,
+                      "stopped" if first.stall else f"exit_code={first.returncode}",
+                      failure_grace_s)
         if all(r.returncode is not None for r in running):
             return ("failed" if first else "ok"), first
         if grace_end is not None and now >= grace_end:
@@ -263,6 +301,7 @@ def _supervise(running: Sequence[Running], *, deadline: float, failure_grace_s: 
         if now >= next_track:
             for r in running:
                 r.track_descendants()
+            _check_stalls(running, now, stall_s)
             next_track = now + _TRACK_EVERY_S
         changed.wait(_POLL_S)
         changed.clear()
@@ -278,13 +317,13 @@ def _locked(echo: Callable[[str], None] | None) -> Callable[[str], None]:
 
 
 def _start_all(specs: Sequence[ProcessSpec], running: list[Running], echo: Callable[[str], None],
-               changed: threading.Event, stop: threading.Event) -> None:
+               changed: threading.Event, stop: threading.Event, launch_id: str) -> None:
     base_env = dict(os.environ)
     for spec in specs:
         if stop.is_set():
             return
         try:
-            running.append(Running(spec, base_env, echo, changed))
+            running.append(Running(spec, base_env, echo, changed, launch_id))
         except OSError as exc:
             raise UsageError(f"{spec.config_key}: cannot start {spec.argv[0]!r} for {spec.label}: "
                              f"{exc.strerror or exc}") from None
@@ -339,14 +378,17 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
     stop, changed, received = threading.Event(), threading.Event(), []
     restore = _install_signal_handlers(stop, received)
     running: list[Running] = []
+    launch_id = f"{uris.basename(run_uri)}-{stage}-{uuid.uuid4().hex}"
     start = time.monotonic()
     try:
-        _start_all(specs, running, _locked(echo), changed, stop)
+        _start_all(specs, running, _locked(echo), changed, stop, launch_id)
         ending, first = _supervise(running, deadline=start + timeout_s,
-                                   failure_grace_s=failure_grace_s, stop=stop, changed=changed)
+                                   failure_grace_s=failure_grace_s,
+                                   stall_s=task.runtime.heartbeat_timeout_s, stop=stop,
+                                   changed=changed)
         pending = [r for r in running if r.returncode is None]
     finally:
-        leftover = end_all(running)
+        leftover = end_all(running, launch_id)
         for r in running:
             r.watcher.join(timeout=TERM_GRACE_S)
             r.pump.join(timeout=TERM_GRACE_S)
@@ -383,7 +425,7 @@ def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: 
         code = _code_text(first.popen.returncode)
         elsewhere = [f"  {_shown(r.spec.log_path)}: {line}" for r in running if r is not first
                      for line in _exceptions_in(r.spec.log_path)]
-        error = LaunchFailed(f"{_who(first)} failed first with {code}; last {len(tail)} lines of "
+        error = LaunchFailed(f"{_failure_text(first, code)}; last {len(tail)} lines of "
                              f"{_shown(first.spec.log_path)}:\n" + "\n".join(tail)
                              + ("\nexceptions in the other logs (a cause may be among them):\n"
                                 + "\n".join(elsewhere) if elsewhere else ""))

@@ -1,9 +1,15 @@
 """The processes of one local launch: start, pump output, watch, and end whole process trees.
 
 A started process (:class:`Running`) leads its own session; its merged stdout/stderr goes to its
-log file and, prefixed with its label, to an echo callback. :func:`end_all` ends every process of
-a run, including descendants that left the session (tracked while they lived): SIGTERM, then
-SIGKILL after a grace. Used by pipeline.launch; no config knowledge here.
+log file and, prefixed with its label, to an echo callback. Every process of a run gets
+:data:`LAUNCH_ID_VAR` in its environment (a value unique to the run) and passes it on to what it
+starts. :func:`end_all` ends every process of a run: each session (process group), every
+descendant tracked while it lived (also those that left the session), and every process whose
+environment carries the run's id (also an orphan that left the session and re-parented away
+between two tracking samples, e.g. a double-forked daemon): SIGTERM followed by SIGCONT (a
+stopped process acts on SIGTERM only once continued), then SIGKILL after a grace.
+:meth:`Running.stopped_for` reports a process of the tree stopped (state T) for a while, which the
+launcher treats as a failure. Used by pipeline.launch; no config knowledge here.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from pipeline import topology
 
 log = logging.getLogger("pipeline.launch")
 TERM_GRACE_S = 5.0
+_PROC_FS = os.path.isdir("/proc/self")
+LAUNCH_ID_VAR = "GRAPHSTORE_LAUNCH_ID"
+"""Set in every process of a run to the run's id; end_all finds the run's processes by it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,6 +50,16 @@ class ProcessSpec:
     log_path: Path
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stall:
+    """A process of a run's tree found stopped for ``seconds`` (at ``noticed_at``, monotonic)."""
+
+    pid: int
+    command: str
+    seconds: float
+    noticed_at: float
+
+
 def _drop(_line: str) -> None:
     """An echo that discards."""
 
@@ -49,12 +68,16 @@ class Running:
     """One started process: its output pump, its exit watcher, and the descendants seen so far."""
 
     def __init__(self, spec: ProcessSpec, base_env: Mapping[str, str],
-                 echo: Callable[[str], None], changed: threading.Event) -> None:
-        """Start the process (its own session) and the threads that pump and watch it."""
+                 echo: Callable[[str], None], changed: threading.Event, launch_id: str) -> None:
+        """Start the process (its own session, ``launch_id`` in its environment) and the threads
+        that pump and watch it."""
         self.spec = spec
         self.exit_time: float | None = None
+        self.stall: Stall | None = None  # set by the launcher when a process stopped too long
+        self._stopped_since: dict[int, float] = {}
         self.popen = subprocess.Popen(
-            spec.argv, env={**base_env, **spec.env}, stdin=subprocess.DEVNULL,
+            spec.argv, env={**base_env, **spec.env, LAUNCH_ID_VAR: launch_id},
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         self.pgid = self.popen.pid  # start_new_session: the process leads its own group
         self.tracked: dict[int, psutil.Process] = {}
@@ -91,6 +114,13 @@ class Running:
     def returncode(self) -> int | None:
         return self.popen.returncode if self.exit_time is not None else None
 
+    @property
+    def failed_at(self) -> float | None:
+        """When this process was seen failing (a non-zero exit, or a stall); None if it did not."""
+        if self.stall is not None:
+            return self.stall.noticed_at
+        return self.exit_time if self.returncode not in (None, 0) else None
+
     def track_descendants(self) -> None:
         """Remember descendants now, so that those that leave the session can still be ended."""
         for proc in list(self.tracked.values()):
@@ -100,25 +130,66 @@ class Running:
             except psutil.Error:
                 continue
 
+    def stopped_for(self, now: float) -> tuple[psutil.Process, float] | None:
+        """The process of this tree (itself or a tracked descendant) that has been stopped
+        (state T: SIGSTOP, SIGTSTP, ...) the longest, with the seconds since it was first seen
+        stopped (sampled: call this regularly); None when none is stopped."""
+        longest: tuple[psutil.Process, float] | None = None
+        for pid, proc in list(self.tracked.items()):
+            try:
+                stopped = proc.status() == psutil.STATUS_STOPPED
+            except psutil.Error:
+                stopped = False
+            if not stopped:
+                self._stopped_since.pop(pid, None)
+                continue
+            seconds = now - self._stopped_since.setdefault(pid, now)
+            if longest is None or seconds > longest[1]:
+                longest = (proc, seconds)
+        return longest
 
-def _group_members(pgids: set[int]) -> list[psutil.Process]:
-    members = []
+
+def _run_members(pgids: set[int], launch_id: str) -> list[psutil.Process]:
+    """Every process in one of ``pgids`` or with ``LAUNCH_ID_VAR=launch_id`` in its environment
+    (this process excluded)."""
+    members, own = [], os.getpid()
+    marker = f"{LAUNCH_ID_VAR}={launch_id}\0".encode()
     for proc in psutil.process_iter():
+        if proc.pid == own:
+            continue
         try:
-            if os.getpgid(proc.pid) in pgids:
+            if os.getpgid(proc.pid) in pgids or marker in _environ_bytes(proc):
                 members.append(proc)
         except (OSError, psutil.Error):
             continue
     return members
 
 
+def _environ_bytes(proc: psutil.Process) -> bytes:
+    """The environment block of ``proc`` (NUL-terminated ``NAME=value`` entries), read from /proc
+    on Linux, else through psutil; empty when it cannot be read (gone, a zombie, another user)."""
+    if _PROC_FS:
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+    try:
+        return b"".join(f"{k}={v}\0".encode() for k, v in proc.environ().items())
+    except psutil.Error:
+        return b""
+
+
 def _signal_all(pgids: set[int], procs: Sequence[psutil.Process], sig: int) -> None:
-    for pgid in pgids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)  # psutil checks the pid still names the same process
+    """``sig`` to each process group and each process; after SIGTERM also SIGCONT, so that a
+    stopped process runs its SIGTERM handler now instead of waiting for SIGKILL."""
+    for s in (sig, signal.SIGCONT) if sig == signal.SIGTERM else (sig,):
+        for pgid in pgids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, s)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(s)  # psutil checks the pid still names the same process
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -139,14 +210,15 @@ def _wait_gone(procs: Sequence[psutil.Process], timeout_s: float) -> list[psutil
     return alive
 
 
-def end_all(running: Sequence[Running], term_grace_s: float = TERM_GRACE_S) -> int:
-    """End every process of the run: SIGTERM to each session and every tracked descendant, then
-    SIGKILL to what is left after ``term_grace_s``. Returns how many processes were still alive."""
+def end_all(running: Sequence[Running], launch_id: str,
+            term_grace_s: float = TERM_GRACE_S) -> int:
+    """End every process of the run (see the module docs): SIGTERM (+ SIGCONT), then SIGKILL to
+    what is left after ``term_grace_s``. Returns how many processes were still alive."""
     for r in running:
         r.track_descendants()
     pgids = {r.pgid for r in running}
     targets = {p.pid: p for r in running for p in r.tracked.values()}
-    targets.update({p.pid: p for p in _group_members(pgids)})
+    targets.update({p.pid: p for p in _run_members(pgids, launch_id)})
     alive = [p for p in targets.values() if _alive(p)]
     if not alive:
         return 0

@@ -15,6 +15,11 @@ then behaves as ``RULES`` says: comma-separated ``TARGET=ACTION`` where TARGET i
   grandchildren     spawn two grandchildren that ignore SIGTERM (one also leaves the session),
                     record their pids, touch <run-dir>/seen/ready, hang
   orphan            spawn a grandchild in this session, record it, exit 0 (leaving it behind)
+  daemon            double fork: a grandchild in a new session whose parent exits at once, so it
+                    re-parents away before the launcher can see it; record it (with its session
+                    and parent), exit 0
+  stop-self         SIGTERM handler that touches <run-dir>/seen/<role>_<index>.term and exits 0,
+                    then SIGSTOP to itself (a frozen process: only SIGCONT lets the handler run)
   follow:C          wait for <run-dir>/seen/storage_1.json, then 1 s more, exit C (a compute
                     process failing fast after a storage process died)
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -80,6 +86,29 @@ def spawn(seen: Path, name: str, *, ignore_term: bool, new_session: bool) -> dic
     return {"pid": proc.pid, "create_time": _create_time(proc.pid)}
 
 
+def daemonize() -> dict[str, float]:
+    """Double fork (as a daemon does): returns the grandchild's pid, create time, session and
+    parent, read after its parent has exited."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the intermediate: new session, fork, leave at once
+        os.setsid()
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # let go of the launcher's output pipe, like a real daemon
+                os.dup2(devnull, fd)
+            os.write(write_end, f"{os.getpid()}\n".encode())
+            time.sleep(600)
+            os._exit(0)
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    pid = int(os.fdopen(read_end).readline())
+    proc = psutil.Process(pid)
+    return {"pid": pid, "create_time": proc.create_time(), "sid": os.getsid(pid),
+            "ppid": proc.ppid()}
+
+
 def _create_time(pid: int) -> float:
     return psutil.Process(pid).create_time()
 
@@ -115,12 +144,22 @@ def main() -> int:
                              spawn(seen, f"{name}_gc_session", ignore_term=True, new_session=True)]
     elif action == "orphan":
         record["spawned"] = [spawn(seen, f"{name}_orphan", ignore_term=False, new_session=False)]
+    elif action == "daemon":
+        record["spawned"] = [daemonize()]
+    elif action == "stop-self":
+        def on_term(_signum: int, _frame: object) -> None:
+            (seen / f"{name}.term").touch()
+            os._exit(0)
+        signal.signal(signal.SIGTERM, on_term)
     write_seen(seen / f"{name}.json", record)
     kind, _, value = action.partition(":")
     if kind == "grandchildren":
         (seen / "ready").touch()
         time.sleep(600)
     elif kind == "hang":
+        time.sleep(600)
+    elif kind == "stop-self":
+        os.kill(os.getpid(), signal.SIGSTOP)
         time.sleep(600)
     elif kind == "sleep":
         time.sleep(float(value))

@@ -34,10 +34,12 @@ TRAIN_C, TRAIN_S, INFER_C = 2, 2, 1
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-def write_configs(tmp_path: Path, behave: str, *, compute_command: str | None = None
-                  ) -> tuple[Path, Path]:
+def write_configs(tmp_path: Path, behave: str, *, compute_command: str | None = None,
+                  runtime: dict[str, float] | None = None) -> tuple[Path, Path]:
     task = yaml.safe_load((REPO / "configs" / "task_homo.yaml").read_text())
     task["datasetConfig"]["dataRootUri"] = str(REPO / ".data" / "homo")
+    if runtime:
+        task["graphStoreRuntimeConfig"] = runtime
 
     def cmd(tag: str) -> str:
         return f"python {FAKE} --tag {tag} --behave {behave}"
@@ -220,6 +222,37 @@ def test_processes_left_behind_by_a_successful_run_are_ended(tmp_path: Path) -> 
     assert result is not None and set(result.exit_codes.values()) == {0}
     assert len(seen(run_dir)["compute_1"]["spawned"]) == 1
     assert survivors(run_dir) == []
+
+
+def test_a_daemon_that_left_the_session_and_its_parent_is_ended(tmp_path: Path) -> None:
+    """Double fork: the grandchild's parent exits within milliseconds, so no tracking sample sees
+    it and it is in no session of the run; the run's id in its environment finds it."""
+    result, _, run_dir = launch(tmp_path, "compute-1=daemon,all=ok")
+    assert result is not None and set(result.exit_codes.values()) == {0}
+    records = seen(run_dir)
+    (daemon,) = records["compute_1"]["spawned"]
+    sessions = {r["pid"] for r in records.values()}  # each process of the run leads a session
+    assert daemon["sid"] not in sessions  # in none of them: killpg of the run misses it
+    assert daemon["ppid"] not in sessions  # re-parented away
+    assert survivors(run_dir) == []
+
+
+def test_a_stopped_process_fails_the_run_and_gets_to_handle_sigterm(tmp_path: Path) -> None:
+    """SIGSTOP for longer than heartbeatTimeoutS is a failure naming the process (else a frozen
+    process that serves nobody holds the run until --timeout-s); SIGCONT after SIGTERM lets it
+    run its SIGTERM handler instead of waiting for SIGKILL."""
+    start = time.monotonic()
+    with pytest.raises(LaunchFailed) as info:
+        launch(tmp_path, "storage-0=stop-self,all=hang", failure_grace_s=0.5,
+               runtime={"heartbeatIntervalS": 0.5, "heartbeatTimeoutS": 2})
+    elapsed = time.monotonic() - start
+    pid = seen(tmp_path / "run")["storage_0"]["pid"]
+    assert str(info.value).startswith(
+        f"storage 0 (rank 2, pid {pid}) was stopped (SIGSTOP or another stop signal) for 2 s "
+        "(graphStoreRuntimeConfig.heartbeatTimeoutS); ended with exit code 0; last "), info.value
+    assert (tmp_path / "run" / "seen" / "storage_0.term").exists()  # its handler ran
+    assert elapsed < 15, elapsed  # not the 60 s --timeout-s, nor SIGTERM's grace
+    assert survivors(tmp_path / "run") == []
 
 
 @pytest.mark.parametrize("sig,name", [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
