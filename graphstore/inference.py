@@ -28,7 +28,6 @@ import datetime
 import json
 import logging
 import os
-import tempfile
 import time
 
 import torch
@@ -43,18 +42,20 @@ from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training.args import InferencerArgs  # torch-free: the config loader checks them too
 from graphstore.training.batches import seed_count, view
+from graphstore.training.checkpoint import Checkpoint, read_checkpoint
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 
 log = logging.getLogger(__name__)
 
 
-def load_checkpoint(uri: str) -> dict:
-    """The trainer's checkpoint (see graphstore.training.trainer); clear error when missing."""
+def load_checkpoint(uri: str) -> Checkpoint:
+    """The trainer's checkpoint (format: graphstore.training.checkpoint, read without unpickling
+    objects); clear error when missing or not ours."""
     if not uris.exists(uri):
         raise UsageError(f"no model checkpoint at {uri}: run the train stage first (or set "
                          "inferencerConfig.inferencerArgs.checkpoint)")
-    with tempfile.TemporaryDirectory() as tmp:
-        return torch.load(uris.localize(uri, tmp), map_location="cpu")
+    return read_checkpoint(uri, fix="point inferencerConfig.inferencerArgs.checkpoint at a model.pt "
+                                    "written by the train stage, or rerun it")
 
 
 

@@ -15,8 +15,9 @@ Per worker (``_worker``), in this order:
      at the end, on test
      (graphstore.training.evaluation);
   4. rank 0 writes ``<run-dir>/checkpoint/model.pt`` (weights, model config, step, optimizer,
-     training fan-out, schema version) and ``metrics.json``; a run that finds a checkpoint
-     resumes from its step;
+     training fan-out; the format: graphstore.training.checkpoint) and ``metrics.json``; a run
+     that finds a checkpoint resumes from its step (the machine's parent reads and checks it
+     before any process starts, and hands it to its workers);
   5. loaders shut down, then ``shutdown_compute_process``.
 """
 
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 
 import torch
@@ -37,6 +36,7 @@ from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training.args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
+from graphstore.training.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from graphstore.training.evaluation import Evaluator
 from graphstore.training.job import Job, Supervision
 from graphstore.training.losses import (
@@ -46,24 +46,30 @@ from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 from graphstore.workers import spawn_workers
 
 log = logging.getLogger(__name__)
-CHECKPOINT_SCHEMA_VERSION = 1
 
 
 def _save(ckpt_uri: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, step: int,
           metrics: dict) -> None:
     """``model.pt`` then ``metrics.json`` into the checkpoint folder (local or gs://); each lands
     whole (uris.put_file: rename locally, one object upload on GCS)."""
-    with tempfile.TemporaryDirectory(prefix="ckpt-") as tmp:
-        local = os.path.join(tmp, "model.pt")
-        torch.save({"schema_version": CHECKPOINT_SCHEMA_VERSION, "model_config": cfg.to_dict(),
-                    "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step, "num_neighbors": list(args.num_neighbors)}, local)
-        uris.put_file(local, uris.join(ckpt_uri, "model.pt"))
+    write_checkpoint(uris.join(ckpt_uri, "model.pt"), state_dict=model.state_dict(),
+                     optimizer=optimizer.state_dict(), model_config=cfg.to_dict(), step=step,
+                     num_neighbors=list(args.num_neighbors))
     uris.write_text(uris.join(ckpt_uri, "metrics.json"), json.dumps(metrics, indent=1))
 
 
+def resume_checkpoint(ckpt_dir: str) -> Checkpoint | None:
+    """The checkpoint a run resumes from (``<ckpt_dir>/model.pt``), or None when there is none.
+
+    Raises UsageError naming the file when it is not a graphstore checkpoint this version reads."""
+    uri = uris.join(ckpt_dir, "model.pt")
+    if not uris.exists(uri):
+        return None
+    return read_checkpoint(uri, fix="move it away (or use another --run-dir) to train from scratch")
+
+
 def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: str,
-            local_dataset, supervision_order: list[str]) -> None:
+            local_dataset, supervision_order: list[str], resume: Checkpoint | None) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from graphstore import (
@@ -85,12 +91,11 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     model = LinkPredictionEncoder(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     step = 0
-    if uris.exists(uris.join(ckpt_dir, "model.pt")):
-        with tempfile.TemporaryDirectory(prefix="ckpt-") as tmp:
-            ckpt = torch.load(uris.localize(uris.join(ckpt_dir, "model.pt"), tmp))
-        model.load_state_dict(ckpt["state_dict"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        step = int(ckpt["step"])
+    if resume is not None:
+        model.load_state_dict(resume["state_dict"])
+        if resume["optimizer"] is not None:
+            optimizer.load_state_dict(resume["optimizer"])
+        step = resume["step"]
         log.info("resuming from %s at step=%d", ckpt_dir, step)
     ddp = DDP(model, find_unused_parameters=True)
     streams, popularity = [], {}
@@ -175,6 +180,7 @@ def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
+    resume = resume_checkpoint(ctx.path("checkpoint"))  # likewise
     info = agree_on_cluster(ctx, topology)
     local = None
     if info.colocated:
@@ -184,6 +190,6 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = [str(e) for e in ctx.task.supervision_edge_types]
     # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
-    spawn_workers(_worker, (info, args, ctx.path("checkpoint"), local, order),
+    spawn_workers(_worker, (info, args, ctx.path("checkpoint"), local, order, resume),
                   info.num_processes_per_compute, first_rank=info.compute_rank(0))
     return 0

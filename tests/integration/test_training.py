@@ -141,3 +141,51 @@ def test_colocated_training_resumes_and_infers_through_the_launcher(tmp_path):
         ids = table.column("int_id").to_numpy()
         expected = manifest.node_types[node_type].count
         assert len(ids) == len(np.unique(ids)) == expected
+
+
+class CreatesAFile:
+    """Unpickling this runs ``open(path, "w")``: the file appears."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.timeout(300)
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path):
+    """The resume path of the real trainer (1 colocated compute process, through the launcher):
+    a ``model.pt`` in the run's checkpoint folder that runs code when unpickled is refused (the
+    trainer exits 2) with one line naming it, and nothing of it runs."""
+    import torch
+
+    data = tmp_path / "data"
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=1), str(data))
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    task["datasetConfig"]["dataRootUri"] = str(data)
+    task["trainerConfig"]["trainerArgs"] = {**TRAINER_ARGS, "max_steps": 2, "val_every_steps": 10,
+                                            "batch_size": 4, "num_random_negatives": 4}
+    tp, rp, run = tmp_path / "task.yaml", tmp_path / "res.yaml", tmp_path / "run"
+    tp.write_text(yaml.safe_dump(task))
+    one = {"local_graph_store_config": {"num_storage_processes": 0, "num_compute_machines": 1,
+                                        "compute_cluster_local_world_size": 1}}
+    rp.write_text(yaml.safe_dump({"trainer_resource_config": one, "inferencer_resource_config": one}))
+    cfg, _ = load_config_pair(str(tp), str(rp))
+    partition_graph(cfg, num_partitions=1, output_uri=str(run / "shards"))
+    marker = tmp_path / "pwned"
+    (run / "checkpoint").mkdir(parents=True)
+    torch.save({"schema_version": 2, "state_dict": CreatesAFile(marker)},
+               run / "checkpoint" / "model.pt")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
+         str(rp), "--stage", "train", "--run-dir", str(run), "--timeout-s", "200"],
+        cwd=REPO, capture_output=True, text=True, timeout=280)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert "failed first with exit code 2" in out, out[-4000:]  # the trainer's own exit code
+    assert not marker.exists()
+    errors = [line for line in out.splitlines()
+              if "refused to load" in line and str(run / "checkpoint" / "model.pt") in line]
+    assert errors and "train from scratch" in errors[0], out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
