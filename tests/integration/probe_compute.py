@@ -1,10 +1,12 @@
 """A compute command for the runtime tests, written the way seed 000 shows a user module.
 
 Run by ``python -m pipeline launch`` as ``trainerConfig.command`` / ``inferencerConfig.command``.
-Each worker records what it fetched and sampled (dense ids) into ``<run-dir>/probe/``; the tests
-compare that against the raw input tables. ``--sessions N`` runs N sessions one after another,
-each with freshly spawned workers (as inference does per node type). ``--slow-s S`` sleeps S seconds
-per batch (the kill-a-storage test stops a storage process meanwhile).
+Each worker records what it fetched and sampled (dense ids) into ``<run-dir>/probe/``: the
+training ABLP loader, and neighbour loaders over every node of the anchor type (held-out anchors
+included) and of the label type; the tests compare that against the raw input tables.
+``--sessions N`` runs N sessions one after another, each with freshly spawned workers (as inference
+does per node type). ``--slow-s S`` sleeps S seconds per batch (the kill-a-storage test stops a
+storage process meanwhile).
 """
 
 from __future__ import annotations
@@ -91,6 +93,22 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float,
             time.sleep(slow_s)
     loader.shutdown()
     record.update(ablp_pairs=pairs, ablp_edges=edges, ablp_feats=feats)
+    # every node of the anchor type as seeds, the held-out (val + test) anchors among them: what
+    # evaluation and inference sample around them (GLT 0.2.4 cannot collate a heterogeneous batch
+    # without any edge, so the held-out anchors, which have no in-edges, are not seeded alone)
+    if colocated:
+        anchor_in = dataset.node_ids(anchor_type, rank=local_rank, world_size=local_world)
+    else:
+        anchor_in = dataset.fetch_node_ids(rank=rank, world_size=world, node_type=anchor_type)
+    aloader = DistNeighborLoader(dataset, [4, 3], (anchor_type, anchor_in) if hetero else anchor_in,
+                                 batch_size=32)
+    aseeds, aedges = [], {}
+    for batch in aloader:
+        aseeds += (batch[anchor_type].batch if hetero else batch.batch).tolist()  # seed ids
+        for k, v in _edges(batch, hetero).items():
+            aedges.setdefault(k, []).extend(v)
+    aloader.shutdown()
+    record.update(anchor_seeds=aseeds, anchor_edges=aedges)
     node_type = meta["node_types"][0] if not hetero else sup.split("__")[2]
     if colocated:
         ids = dataset.node_ids(node_type, rank=local_rank, world_size=local_world)

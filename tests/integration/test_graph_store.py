@@ -234,8 +234,13 @@ def _check_run(run: Path, data: Path, kind: str, direction: str) -> None:
     # (batches follow PyG's message-flow convention: with sample_edge_direction "out" a sampled
     # edge u->v of type T is listed flipped, under GLT's reverse of T)
     heldout = by_split["val"] | by_split["test"]
+    rev = next((k for k, e in shards.manifest.edge_types.items() if e.reverse_of == sup), None)
+    assert (rev is None) == (kind == "homo")  # hetero: the partitioner added item -rev_buys-> user
+    checked = Counter()
+    anchor_seeds = Counter(a for r in recs for a in r["anchor_seeds"])  # held-out ones included
+    assert anchor_seeds == Counter(range(shards.manifest.node_types[src_t].count))
     for r in recs:
-        for sampled in (r["ablp_edges"], r["nbr_edges"]):
+        for sampled in (r["ablp_edges"], r["nbr_edges"], r["anchor_edges"]):
             for key, pairs in sampled.items():
                 key = next(iter(raw)) if key == "__homo__" else key
                 pairs = [tuple(p) for p in pairs]
@@ -244,8 +249,14 @@ def _check_run(run: Path, data: Path, kind: str, direction: str) -> None:
                     pairs = [(b, a) for a, b in pairs]
                 missing = [p for p in pairs if p not in raw[key]]
                 assert not missing, f"{key}: sampled edges not in the graph, e.g. {missing[:3]}"
-                if key == sup:
-                    assert not [p for p in pairs if p[0] in heldout]
+                # a held-out anchor's supervision edges are in neither direction: not as the
+                # source of the supervision type, not as the destination of its reverse type
+                if key in (sup, rev):
+                    anchor = 0 if key == sup else 1
+                    leaked = [p for p in pairs if p[anchor] in heldout]
+                    assert not leaked, f"{key}: held-out anchors' supervision sampled: {leaked[:3]}"
+                    checked[key] += len(pairs)
+    assert checked[sup] > 50 and (rev is None or checked[rev] > 50), checked
     # features equal the raw features of the sampled node ids
     files = ({"user": ("users.parquet", "user_id"), "item": ("items.parquet", "item_id")}
              if kind == "hetero" else {"item": ("nodes.parquet", "node_id")})

@@ -159,3 +159,36 @@ def test_edge_split_keeps_only_training_edges_for_message_passing():
                                       {}, 2000)
     assert np.array_equal(keep, codes == 0) and np.array_equal(keep_rev, codes == 0)
     assert 0.75 < keep.mean() < 0.85
+
+
+def test_node_split_keeps_only_training_anchors_edges_in_both_directions():
+    """The reverse type (item -rev_buys-> user) holds each supervision edge flipped: its anchor is
+    the edge's *destination*. Users and items share id ranges, so hashing the item side as if it
+    were the user would pick other edges (checked below: that mask differs)."""
+    from graphstore.shards.reader import EdgeShard, PartitionData
+
+    rng = np.random.default_rng(11)
+    users, items = 400, 400
+    src, dst = rng.integers(0, users, 3000), rng.integers(0, items, 3000)
+    eids = np.arange(3000)
+    data = PartitionData(0, {}, {"user__buys__item": EdgeShard(src, dst, eids, None, None),
+                                 "item__rev_buys__user": EdgeShard(dst, src, eids, None, None)}, {})
+    splitter = DistNodeAnchorLinkSplitter(num_val=0.2, num_test=0.2)
+    counts = {"user": users, "item": items}
+    codes = splitter.assign("user", np.arange(users), users)  # per user id
+    keep = dataset_mod._keep_mask(data, "user__buys__item", None, splitter, counts, 3000)
+    keep_rev = dataset_mod._keep_mask(data, "item__rev_buys__user", "user__buys__item", splitter,
+                                      counts, 3000)
+    assert np.array_equal(keep, codes[src] == 0)  # forward: the source is the anchor
+    assert np.array_equal(keep_rev, codes[src] == 0)  # reverse: its destination (src above)
+    heldout = set(np.flatnonzero(codes != 0).tolist())
+    rev = data.edges["item__rev_buys__user"]
+    assert not heldout & set(rev.dst[keep_rev].tolist())  # no held-out anchor keeps an in-edge
+    assert not heldout & set(src[keep].tolist())
+    assert 0.5 < keep.mean() < 0.7  # ~60 % of users train: the masks are not trivially all/none
+    wrong_side = splitter.assign("user", rev.src, users) == 0  # hashing the item end instead
+    assert (wrong_side != keep_rev).mean() > 0.3
+    # labels not converted to edges: no supervision edge is in the graph, either direction
+    off = DistNodeAnchorLinkSplitter(num_val=0.2, num_test=0.2, should_convert_labels_to_edges=False)
+    assert not dataset_mod._keep_mask(data, "item__rev_buys__user", "user__buys__item", off,
+                                      counts, 3000).any()
