@@ -6,7 +6,8 @@ of parts, each in its own process so peak RSS is that method's alone (``ru_maxrs
 
 * ``ours``: ``graphstore.partition.partition_graph`` from the raw Parquet files (reads, checks,
   maps raw ids to dense ids, writes shards with checksums and a manifest); ``ours_1g`` with
-  ``memoryLimitMb: 1024``; ``ours_sql`` forced onto the DuckDB path (no id map in memory).
+  ``memoryLimitMb: 1024``; ``ours_sql`` forced onto the DuckDB path (no id map in memory:
+  ``PartitionTuning(lookup_share=0.0)`` passed to ``partition_graph``).
 * ``glt`` / ``pyg``: the raw Parquet is first read and mapped to dense ids in memory (pyarrow),
   which they need as input; ``load_s`` is that part, ``partition_s`` their own call.
   edges/s uses load_s + partition_s, i.e. the same raw-files-to-shards work as ours.
@@ -56,36 +57,36 @@ def task_yaml(data: Path, memory_limit_mb: int = 2048) -> dict:
 
 # -- workers (run in a child process each) ------------------------------------------------------
 def worker_ours(data: Path, out: Path, parts: int) -> dict:
-    return _ours(data, out, parts, 2048)
+    return _ours(data, out, parts, 2048, lookup_share=None)
 
 
 def worker_ours_1g(data: Path, out: Path, parts: int) -> dict:
     """Ours with memoryLimitMb 1024: shows that the limit, not the edge count, bounds memory."""
-    return _ours(data, out, parts, 1024)
+    return _ours(data, out, parts, 1024, lookup_share=None)
 
 
 def worker_ours_sql(data: Path, out: Path, parts: int) -> dict:
     """Ours with no id map held in memory: every step on the DuckDB path (graphs whose id maps
     exceed a quarter of memoryLimitMb take it)."""
-    from graphstore.partition import engine
-
-    engine.LOOKUP_SHARE = 0.0
-    return _ours(data, out, parts, 2048)
+    return _ours(data, out, parts, 2048, lookup_share=0.0)
 
 
-def _ours(data: Path, out: Path, parts: int, memory_limit_mb: int) -> dict:
+def _ours(data: Path, out: Path, parts: int, memory_limit_mb: int, *,
+          lookup_share: float | None) -> dict:
+    """Our partitioner on ``data``; ``lookup_share`` None: the default tuning."""
     import yaml
 
     from graphstore.config import load_config_pair
-    from graphstore.partition import partition_graph
+    from graphstore.partition import PartitionTuning, partition_graph
 
     tp, rp = out.parent / "task.yaml", out.parent / "res.yaml"
     tp.write_text(yaml.safe_dump(task_yaml(data, memory_limit_mb)))
     rp.write_text(yaml.safe_dump({k: {"local_graph_store_config": {"num_storage_processes": parts}}
                                   for k in ("trainer_resource_config", "inferencer_resource_config")}))
     task, _ = load_config_pair(str(tp), str(rp))
+    tuning = None if lookup_share is None else PartitionTuning(lookup_share=lookup_share)
     t0 = time.perf_counter()
-    partition_graph(task, num_partitions=parts, output_uri=str(out))
+    partition_graph(task, num_partitions=parts, output_uri=str(out), tuning=tuning)
     return {"load_s": 0.0, "partition_s": time.perf_counter() - t0}
 
 

@@ -4,12 +4,16 @@ When every endpoint node type's id map fits in memory (:meth:`IdLookup.build`), 
 written without a database join: the raw file is read in chunks (:func:`chunk_rows`), both
 id columns are mapped to dense ids in memory, and each chunk writes the forward edges, the
 reverse edges and the labels of every partition at once (the SQL path reads its own output back
-for the last two). The engine (:mod:`graphstore.partition.engine`) falls back to its DuckDB join,
-which spills to disk, for larger id maps and for CSV input; both paths write the same rows.
+for the last two). The edge step (:mod:`graphstore.partition.edges`) falls back to its DuckDB
+join, which spills to disk, for larger id maps and for CSV input; both paths write the same rows.
 
 Ordering rule: chunk ``i`` writes ``<folder>/<i:06d>.parquet``, so files sorted by name hold the
 input's rows in input order, and edge ids (format: files by name, rows in order) do not depend
 on thread timing. A partition that gets no rows from a chunk gets no file for it.
+
+Chunk sizes and the progress interval come from the run's
+:class:`~graphstore.partition.tuning.PartitionTuning` (defaults: 1 M rows, at most 4 M, a line
+every 10 s); they change the files' sizes, never their rows.
 
 Memory: the lookups, plus about :data:`IN_FLIGHT` + 1 chunks in their several forms, whatever the
 edge count (peak RSS measured at 10 M and 50 M edges: ~0.5-0.6 GB with 1 M-row chunks, ~1.1-1.2 GB
@@ -31,22 +35,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from graphstore.partition.read_errors import arrow_reading
+from graphstore.partition.tuning import DEFAULT_MAX_CHUNK_ROWS, DEFAULT_TUNING, PartitionTuning
 
 log = logging.getLogger(__name__)
-CHUNK_ROWS = 1 << 20
-"""Rows read, mapped and written per step (more when a hashed lookup is large, :func:`chunk_rows`)."""
-MAX_CHUNK_ROWS = 1 << 22
 MIN_CHUNK_ROWS = 1 << 16
+"""The floor under a chunk that the memory budget shrinks (:func:`chunk_rows`)."""
 BYTES_PER_CHUNK_ROW = 300
 """Peak memory per chunk row, all chunks in flight and their mapped and split copies together
 (measured: peak RSS rose ~300 MB with 1 M-row chunks and ~600 MB with 2 M-row chunks)."""
-MAX_HASHED_IDS = MAX_CHUNK_ROWS // 2
+MAX_HASHED_IDS = DEFAULT_MAX_CHUNK_ROWS // 2
 """A hashed lookup (string ids, or sparse integer ids) is rebuilt for every chunk, so node types
-with more ids than this use the SQL join instead."""
+with more ids than this use the SQL join instead (fixed: it does not follow a run's tuning)."""
 IN_FLIGHT = 2
 """Chunks processed at the same time (Arrow and numpy release the GIL for the heavy parts)."""
-PROGRESS_S = 10.0
-"""A long edge pass logs a progress line this often."""
 CODECS = {"uncompressed": "none", "snappy": "snappy", "zstd": "zstd"}
 
 
@@ -139,14 +140,15 @@ def feature_matrix(batch: pa.RecordBatch | pa.Table, columns: tuple[str, ...],
     return np.stack([_float32(batch.column(c)) for c in columns], axis=1)
 
 
-def chunk_rows(num_rows: int, budget_bytes: int, *lookups: IdLookup) -> int:
-    """Rows per chunk: :data:`CHUNK_ROWS`, or twice the largest hashed lookup (which is rebuilt
-    for every chunk), at most :data:`MAX_CHUNK_ROWS` and what ``budget_bytes`` holds at
-    :data:`BYTES_PER_CHUNK_ROW`; fewer when that leaves a small table fewer than
-    :data:`IN_FLIGHT` chunks (so it still uses every thread)."""
+def chunk_rows(num_rows: int, budget_bytes: int, *lookups: IdLookup,
+               tuning: PartitionTuning = DEFAULT_TUNING) -> int:
+    """Rows per chunk: ``tuning.chunk_rows``, or twice the largest hashed lookup (which is
+    rebuilt for every chunk), at most ``tuning.max_chunk_rows`` and what ``budget_bytes`` holds
+    at :data:`BYTES_PER_CHUNK_ROW` (not below :data:`MIN_CHUNK_ROWS`); fewer when that leaves a
+    small table fewer than :data:`IN_FLIGHT` chunks (so it still uses every thread)."""
     hashed = max((len(lk.sorted_ids) for lk in lookups if lk.table is None), default=0)
-    cap = min(MAX_CHUNK_ROWS, max(budget_bytes // BYTES_PER_CHUNK_ROW, MIN_CHUNK_ROWS))
-    target = min(max(CHUNK_ROWS, 2 * hashed), cap)
+    cap = min(tuning.max_chunk_rows, max(budget_bytes // BYTES_PER_CHUNK_ROW, MIN_CHUNK_ROWS))
+    target = min(max(tuning.chunk_rows, 2 * hashed), cap)
     return max(min(target, -(-num_rows // IN_FLIGHT)), min(2 * hashed, target), 1)
 
 
@@ -154,15 +156,17 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
                  feature_columns: tuple[str, ...], feature_width: int,
                  src_lookup: IdLookup, dst_lookup: IdLookup, num_partitions: int,
                  outputs: list[EdgeOutput], compression: str, stop_on_missing: bool,
-                 budget_bytes: int, label: str = "edges", source: str | None = None) -> StreamResult:
+                 budget_bytes: int, label: str = "edges", source: str | None = None,
+                 tuning: PartitionTuning = DEFAULT_TUNING) -> StreamResult:
     """Map and write every chunk of one raw Parquet edge file (rules in the module docstring).
 
     Rows with a null or unknown endpoint are counted and not written; with ``stop_on_missing``
     the pass stops at the first chunk that has one (the caller then reports the error). A null,
     NaN or infinite weight or feature stops the pass (``bad_values``). Feature columns must be
     scalar, or one list column of ``feature_width`` values per row (already checked). Chunks
-    are sized so that those in flight fit ``budget_bytes`` (:func:`chunk_rows`). Every
-    :data:`PROGRESS_S` seconds a progress line (rows done, rows/s) is logged under ``label``.
+    are sized so that those in flight fit ``budget_bytes`` (:func:`chunk_rows`, with
+    ``tuning``). Every ``tuning.progress_s`` seconds a progress line (rows done, rows/s) is
+    logged under ``label``.
     A raw file that cannot be decoded raises InputDataError naming ``source`` (default ``path``);
     errors while writing pass through.
     """
@@ -204,7 +208,7 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
             reader = pq.ParquetFile(path)
         total = reader.metadata.num_rows
         batches = _decoded(reader.iter_batches(columns=columns, batch_size=chunk_rows(
-            total, budget_bytes, src_lookup, dst_lookup)), source or path)
+            total, budget_bytes, src_lookup, dst_lookup, tuning=tuning)), source or path)
         for chunk, batch in enumerate(batches):
             result.rows_in += batch.num_rows
             pending.append(pool.submit(write, chunk, batch))
@@ -212,7 +216,7 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
                 stop = True
                 break
             now = time.perf_counter()
-            if now - last_report >= PROGRESS_S:
+            if now - last_report >= tuning.progress_s:
                 last_report = now
                 log.info("step=%r progress rows=%d of %d rows_per_s=%.0f", label,
                          result.rows_in, total, result.rows_in / (now - t0))

@@ -172,8 +172,9 @@ def _tables_in(value: object) -> list["Table"]:
 
 
 def step(what: str, *table_params: str) -> Callable[[F], F]:
-    """Decorate a method of an object with ``memory_limit_mb`` so that it runs under
-    :func:`reading`: ``what`` (formatted with the call's arguments, e.g. ``"writing edges
+    """Decorate a function whose first argument (a method's ``self``, or the partition
+    :class:`~graphstore.partition.workspace.Workspace`) has ``memory_limit_mb`` so that it runs
+    under :func:`reading`: ``what`` (formatted with the call's arguments, e.g. ``"writing edges
     {key}"``) names the step; ``table_params`` name the arguments holding the tables it reads."""
     def wrap(fn: F) -> F:
         signature = inspect.signature(fn)

@@ -9,13 +9,16 @@ failed, so valid input is scanned as few times as possible.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import duckdb
 
 from graphstore.errors import InputDataError
 from graphstore.literal_paths import duckdb_literal
 from graphstore.partition import read_errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphstore.config import EdgeSource, NodeSource
 
 IdKind = Literal["string", "int64"]
 
@@ -194,6 +197,15 @@ def check_features(con: duckdb.DuckDBPyConnection, table: Table, relation: str,
     return int(lo or 0)
 
 
+def report_bad_values(con: duckdb.DuckDBPyConnection, table: Table,
+                      checks: list[tuple[tuple[str, ...], str]]) -> None:
+    """Raise the row-level error for values an in-memory check found null, NaN or infinite;
+    ``checks``: (columns, config key) of each weight or feature group."""
+    for cols, config_key in checks:
+        check_features(con, table, table.relation, cols, config_key)
+    raise InputDataError(f"{table.uri}: null, NaN or infinite weight or feature values")
+
+
 def report_bad_features(con: duckdb.DuckDBPyConnection, table: Table,
                         columns: tuple[str, ...], count: int) -> None:
     for c in columns:
@@ -227,3 +239,27 @@ def report_null_ids(con: duckdb.DuckDBPyConnection, table: Table, column: str) -
         raise InputDataError(
             f"{table.uri}: column {column!r} row {row[0]}: null id ({total} null(s) in total)"
         )
+
+
+def resolve_id_kinds(node_tables: dict[str, tuple["NodeSource", Table]],
+                     edge_tables: dict[str, tuple["EdgeSource", Table]]) -> dict[str, IdKind]:
+    """Each node type's id kind; every column that holds ids of one type must agree."""
+    seen: dict[str, tuple[IdKind, str]] = {}
+
+    def note(nt: str, kind: IdKind, where: str) -> None:
+        if nt in seen and seen[nt][0] != kind:
+            raise InputDataError(
+                f"ids of node type {nt!r} are {seen[nt][0]} in {seen[nt][1]} but {kind} in "
+                f"{where}; make the id columns the same type"
+            )
+        seen.setdefault(nt, (kind, where))
+
+    for nt, (ns, table) in node_tables.items():
+        note(nt, id_kind(table, ns.id_column, f"nodes[{nt}].idColumn"),
+             f"{table.uri} column {ns.id_column!r}")
+    for key, (es, table) in edge_tables.items():
+        for col, nt, side in ((es.src_column, es.edge_type.src_node_type, "srcColumn"),
+                              (es.dst_column, es.edge_type.dst_node_type, "dstColumn")):
+            note(nt, id_kind(table, col, f"edges[{key}].{side}"),
+                 f"{table.uri} column {col!r}")
+    return {nt: kind for nt, (kind, _) in seen.items()}

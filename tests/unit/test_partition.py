@@ -21,7 +21,7 @@ import yaml
 
 from graphstore.config import ConfigError, load_config_pair
 from graphstore.errors import InputDataError, UsageError
-from graphstore.partition import edge_stream, engine, partition_graph
+from graphstore.partition import PartitionTuning, edge_stream, partition_graph
 from graphstore.shards.format import MANIFEST
 from graphstore.shards.reader import ShardFormatError, ShardSet, current_version_uri
 
@@ -109,10 +109,17 @@ def write_configs(tmp: Path, task: dict) -> tuple[Path, Path]:
     return tp, rp
 
 
-def run_partition(tmp: Path, task: dict, out: Path, num_partitions: int = 2):
+SQL_ONLY = PartitionTuning(lookup_share=0.0)
+"""Nothing is held in memory: every step takes the DuckDB path."""
+SMALL_CHUNKS = PartitionTuning(chunk_rows=32, max_chunk_rows=32)
+"""In-memory edge pass in 32-row chunks (200 edges -> 7 chunks)."""
+
+
+def run_partition(tmp: Path, task: dict, out: Path, num_partitions: int = 2,
+                  tuning: PartitionTuning | None = None):
     tp, rp = write_configs(tmp, task)
     cfg, _ = load_config_pair(str(tp), str(rp))
-    return partition_graph(cfg, num_partitions=num_partitions, output_uri=str(out))
+    return partition_graph(cfg, num_partitions=num_partitions, output_uri=str(out), tuning=tuning)
 
 
 def current(out: Path) -> Path:
@@ -134,18 +141,17 @@ def raw_edges(shards: ShardSet, et: str) -> Counter:
 
 
 @pytest.fixture(params=["memory", "sql"])
-def path(request, monkeypatch):
-    """Run a test on the in-memory path (default for small inputs) and on the DuckDB path."""
-    if request.param == "sql":
-        monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)
-    return request.param
+def path(request) -> PartitionTuning | None:
+    """Run a test on the in-memory path (default for small inputs) and on the DuckDB path: the
+    tuning to pass to :func:`run_partition` (None: the default)."""
+    return SQL_ONLY if request.param == "sql" else None
 
 
 @pytest.mark.parametrize("direction", ["in", "out"])
 def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, path):
     raw = make_raw(tmp_path / "raw")
     out = tmp_path / "shards"
-    m = run_partition(tmp_path, task_dict(tmp_path / "raw", direction=direction), out)
+    m = run_partition(tmp_path, task_dict(tmp_path / "raw", direction=direction), out, tuning=path)
     shards = ShardSet.open(str(out))
     assert m.num_partitions == 2 and shards.manifest == m
     for et in ("user__buys__item", "item__similar_to__item"):
@@ -220,18 +226,15 @@ def partition_contents(out: Path) -> dict:
 
 
 @pytest.mark.parametrize("direction", ["in", "out"])
-def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkeypatch, direction,
-                                                                 caplog):
+def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, direction, caplog):
     make_raw(tmp_path / "raw")
     task = task_dict(tmp_path / "raw", direction=direction)
-    monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)  # nothing fits: DuckDB join for everything
-    run_partition(tmp_path, task, tmp_path / "sql", num_partitions=3)
-    monkeypatch.undo()
-    monkeypatch.setattr(edge_stream, "CHUNK_ROWS", 32)  # 200 edges -> 7 chunks
-    monkeypatch.setattr(edge_stream, "MAX_CHUNK_ROWS", 32)
-    monkeypatch.setattr(edge_stream, "PROGRESS_S", 0.0)  # a progress line after every chunk
+    # nothing fits: DuckDB join for everything
+    run_partition(tmp_path, task, tmp_path / "sql", num_partitions=3, tuning=SQL_ONLY)
+    # 200 edges -> 7 chunks, a progress line after every chunk
+    chunked = PartitionTuning(chunk_rows=32, max_chunk_rows=32, progress_s=0.0)
     with caplog.at_level("INFO", logger="graphstore.partition.edge_stream"):
-        run_partition(tmp_path, task, tmp_path / "memory", num_partitions=3)
+        run_partition(tmp_path, task, tmp_path / "memory", num_partitions=3, tuning=chunked)
     progress = [r.getMessage() for r in caplog.records if "progress" in r.getMessage()]
     assert any("'edges user__buys__item' progress rows=" in m and "of 200 " in m
                for m in progress), progress
@@ -241,7 +244,7 @@ def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, monkey
     assert partition_contents(tmp_path / "memory") == partition_contents(tmp_path / "sql")
 
 
-def test_string_ids_are_numbered_in_byte_order_on_both_paths(tmp_path, monkeypatch):
+def test_string_ids_are_numbered_in_byte_order_on_both_paths(tmp_path):
     """Dense ids follow ascending raw id; for strings that is UTF-8 byte order on both paths."""
     ids = ["b", "ä", "Z", "a", "é", "日本", "a b", "10", "9"]
     make_raw(tmp_path / "raw")
@@ -252,8 +255,7 @@ def test_string_ids_are_numbered_in_byte_order_on_both_paths(tmp_path, monkeypat
                    tmp_path / "raw" / "user_item.parquet")
     expected = sorted(ids, key=lambda s: s.encode())
     run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "memory")
-    monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)
-    run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "sql")
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "sql", tuning=SQL_ONLY)
     for out in ("memory", "sql"):
         shards = ShardSet.open(str(tmp_path / out))
         assert shards.id_map("user").column("raw_id").to_pylist() == expected, out
@@ -394,10 +396,10 @@ def test_dangling_edges_error_by_default_and_drop_reports_count(tmp_path, path):
     task = task_dict(tmp_path / "raw")
     with pytest.raises(InputDataError, match=r"user_item.parquet: column 'user_id' row 201: id "
                                              r"'ghost-1' is not in the 'user' node table \(2 such"):
-        run_partition(tmp_path, task, tmp_path / "shards")
+        run_partition(tmp_path, task, tmp_path / "shards", tuning=path)
     assert not (tmp_path / "shards").exists()
     task["datasetConfig"]["partitionConfig"] = {"danglingEdges": "drop"}
-    m = run_partition(tmp_path, task, tmp_path / "shards")
+    m = run_partition(tmp_path, task, tmp_path / "shards", tuning=path)
     assert m.edge_types["user__buys__item"].dropped_dangling == 2
     assert m.edge_types["user__buys__item"].count == 200
 
@@ -446,7 +448,7 @@ def test_bad_input_is_a_clear_error_and_leaves_no_manifest(tmp_path, case, path)
     corrupt, pattern = BAD_INPUTS[case]
     corrupt(tmp_path)
     with pytest.raises(InputDataError, match=pattern):
-        run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards")
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards", tuning=path)
     assert not (tmp_path / "shards").exists()
 
 
@@ -500,20 +502,33 @@ def test_edge_chunks_fit_the_memory_budget_and_use_both_threads():
     ints = edge_stream.IdLookup.build(pa.array(np.arange(10, dtype=np.int64)), 1 << 30)
     strings = edge_stream.IdLookup.build(pa.array([f"n{i:07d}" for i in range(300_000)]), 1 << 30)
     assert ints.table is not None and strings.table is None  # index table vs hashed lookup
-    per_row = edge_stream.BYTES_PER_CHUNK_ROW
-    big, plenty = 50_000_000, 10 * edge_stream.MAX_CHUNK_ROWS * per_row
-    assert edge_stream.chunk_rows(big, plenty, ints) == edge_stream.CHUNK_ROWS
+    per_row, default = edge_stream.BYTES_PER_CHUNK_ROW, PartitionTuning()
+    big, plenty = 50_000_000, 10 * default.max_chunk_rows * per_row
+    assert edge_stream.chunk_rows(big, plenty, ints) == default.chunk_rows
     # a hashed lookup is rebuilt per chunk: chunks hold at least twice its ids
-    assert edge_stream.chunk_rows(big, plenty, ints, strings) == max(edge_stream.CHUNK_ROWS, 600_000)
+    assert edge_stream.chunk_rows(big, plenty, ints, strings) == max(default.chunk_rows, 600_000)
     # the budget bounds the chunk (down to a floor)
     assert edge_stream.chunk_rows(big, 200_000 * per_row, ints) == 200_000
     assert edge_stream.chunk_rows(big, 0, ints) == edge_stream.MIN_CHUNK_ROWS
     # a table smaller than two chunks is still split in two
     assert edge_stream.chunk_rows(1000, plenty, ints) == 500
+    # a run's tuning sets the usual and the largest chunk
+    assert edge_stream.chunk_rows(big, plenty, ints, tuning=PartitionTuning(chunk_rows=1000)) == 1000
+    assert edge_stream.chunk_rows(big, plenty, ints, strings,
+                                  tuning=PartitionTuning(max_chunk_rows=400_000)) == 400_000
+
+
+def test_partition_tuning_rejects_values_out_of_range():
+    for bad in ({"lookup_share": -0.1}, {"lookup_share": 1.5}, {"chunk_rows": 0},
+                {"max_chunk_rows": 0}, {"progress_s": -1.0}):
+        with pytest.raises(UsageError, match=f"PartitionTuning.{next(iter(bad))} must be"):
+            PartitionTuning(**bad)
+    assert PartitionTuning(lookup_share=0.25).lookup_budget_bytes(2048) == 512 << 20
+    assert SQL_ONLY.lookup_budget_bytes(2048) == 0
 
 
 @pytest.mark.parametrize("path_kind", ["memory", "sql"])
-def test_edge_features_scalar_and_list_round_trip(tmp_path, monkeypatch, path_kind):
+def test_edge_features_scalar_and_list_round_trip(tmp_path, path_kind):
     make_raw(tmp_path / "raw")
     ui = pq.read_table(tmp_path / "raw" / "user_item.parquet")
     n = ui.num_rows
@@ -527,12 +542,8 @@ def test_edge_features_scalar_and_list_round_trip(tmp_path, monkeypatch, path_ki
     task = task_dict(tmp_path / "raw")
     task["datasetConfig"]["dataSources"]["edges"][0]["featureColumns"] = ["a", "b"]
     task["datasetConfig"]["dataSources"]["edges"][1]["featureColumns"] = ["emb"]
-    if path_kind == "sql":
-        monkeypatch.setattr(engine, "LOOKUP_SHARE", 0.0)
-    else:
-        monkeypatch.setattr(edge_stream, "CHUNK_ROWS", 32)
-        monkeypatch.setattr(edge_stream, "MAX_CHUNK_ROWS", 32)
-    m = run_partition(tmp_path, task, tmp_path / "shards")
+    m = run_partition(tmp_path, task, tmp_path / "shards",
+                      tuning=SQL_ONLY if path_kind == "sql" else SMALL_CHUNKS)
     assert m.edge_types["user__buys__item"].feature_dim == 2
     assert m.edge_types["item__rev_buys__user"].feature_dim == 2
     assert m.edge_types["item__similar_to__item"].feature_dim == 3

@@ -45,7 +45,8 @@ def test_glob_characters_in_a_data_path_are_literal(tmp_path, path, fmt, folder,
     raw = make_raw(tmp_path / folder, fmt=fmt)
     make_raw(tmp_path / neighbour, fmt=fmt)  # other edges, the same node ids
     ext = "csv" if fmt == "csv" else "parquet"
-    m = run_partition(tmp_path, task_dict(tmp_path / folder, ext=ext), tmp_path / "shards")
+    m = run_partition(tmp_path, task_dict(tmp_path / folder, ext=ext), tmp_path / "shards",
+                      tuning=path)
     shards = ShardSet.open(str(tmp_path / "shards"))
     assert m.node_types["user"].count == N_USERS
     assert m.edge_types["user__buys__item"].count == sum(raw["user__buys__item"].values())
@@ -108,7 +109,7 @@ def test_unreadable_parquet_names_the_file(tmp_path, path, case):
     damage, pattern = BAD_PARQUET[case]
     damage(tmp_path / "raw")
     with pytest.raises(InputDataError, match=pattern):
-        run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards")
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards", tuning=path)
 
 
 def _rows(n: int) -> str:
