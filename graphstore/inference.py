@@ -44,6 +44,7 @@ from graphstore.training.args import InferencerArgs  # torch-free: the config lo
 from graphstore.training.batches import seed_count, view
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
+from graphstore.workers import spawn_workers
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,6 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
 
 def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
-    import torch.multiprocessing as mp
-
     if ctx.task.inferencer is None:
         raise UsageError("the task config has no inferencerConfig")
     args = InferencerArgs.from_mapping(ctx.task.inferencer.inferencer_args)
@@ -153,10 +152,10 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     for session, node_type in enumerate(node_types):
         t0 = time.perf_counter()
         log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
-        mp.spawn(_worker, args=(info.for_session(session), node_type, ckpt, args,
-                                ctx.task.inferencer.inference_batch_size,
-                                embeddings_uri(ctx.run_dir, node_type), local),
-                 nprocs=info.num_processes_per_compute, join=True)
+        spawn_workers(_worker, (info.for_session(session), node_type, ckpt, args,
+                                 ctx.task.inferencer.inference_batch_size,
+                                 embeddings_uri(ctx.run_dir, node_type), local),
+                      info.num_processes_per_compute, first_rank=info.compute_rank(0))
         log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
                  len(node_types), node_type, time.perf_counter() - t0)
     return 0
