@@ -43,6 +43,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                help="create / list / pause / resume / delete Vertex AI pipeline schedules"),
     Subcommand(name="neighbors", module="pipeline.cli_neighbors",
                help="print the top-k neighbours of a node from the local warehouse"),
+    Subcommand(name="schema", module="pipeline.cli_schema",
+               help="print the JSON Schema of a task or resource config (for editors), or "
+                    "regenerate docs/configs.md and docs/schema/"),
 )
 
 

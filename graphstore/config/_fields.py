@@ -1,10 +1,14 @@
-"""Problem-collecting readers for raw YAML values (internal to :mod:`graphstore.config`).
+"""The value types of the config models and their base class (internal to :mod:`graphstore.config`).
 
-Every reader takes a :class:`Collector`, a dotted path and the raw value; on a bad value it records a
-:class:`~graphstore.config.errors.Problem` and returns ``None`` instead of raising, so one pass finds
-every problem. Coercers (``as_*``) are plain ``value -> value`` functions that raise :class:`Bad`.
-Accepted string forms (from the seed's all-strings style): ``"1"`` for ints, ``"0.1"`` for floats,
-``"true"`` / ``"false"`` for bools. A bool is never an int; an int is accepted where a float is expected.
+Each type is an ``Annotated`` pydantic type made of three things: a coercer (``as_*``, a plain
+``value -> value`` function that raises :class:`Bad` with the house message, e.g. ``"is not an
+integer"``), the JSON Schema editors see (which accepts the same string forms), and a
+:class:`Label` naming the type in docs/configs.md. Accepted string forms (from the seed's
+all-strings style): ``"1"`` for ints, ``"0.1"`` for floats, ``"true"`` / ``"false"`` for bools. A
+bool is never an int; an int is accepted where a float is expected.
+
+:class:`Model` is the base of every config section: frozen, unknown keys forbidden, YAML keys as
+aliases (Python code uses the field names), and null meaning "the default" for every key.
 """
 
 from __future__ import annotations
@@ -12,29 +16,35 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Annotated, Any, Callable, ClassVar, Iterable, Mapping
 
-from graphstore.config.errors import Problem, clip, show
-from graphstore.config.schema import SQL_NAME_RE, EdgeType, freeze_value, name_error
+from pydantic import (
+    BaseModel, ConfigDict, PlainSerializer, PlainValidator, PrivateAttr, ValidationError, WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Coerce = Callable[[Any], Any]
 
-
-class _Required:
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-REQUIRED: Any = _Required()
-"""Default marker: the key must be present."""
-
 INT_RE = re.compile(r"^[+-]?\d+$")
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+"""Node types and relations become file and table names: a letter, then letters, digits, ``_``."""
+SQL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+"""BigQuery dataset names and table prefixes (never interpolate anything else into SQL)."""
 GCP_PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 PY_PATH_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
+EDGE_TYPE_SEP = "__"
+
+_INT_STR = {"type": "string", "pattern": INT_RE.pattern}
+_FLOAT_STR = {"type": "string", "pattern": r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"}
+_BOOL_STR = {"type": "string", "pattern": r"^\s*([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])\s*$"}
 
 
-class Bad(Exception):
+class Bad(ValueError):
     """A coercer's complaint; the message follows the value's repr, e.g. ``"is not an integer"``."""
 
     def __init__(self, why: str) -> None:
@@ -42,37 +52,11 @@ class Bad(Exception):
         self.why = why
 
 
-class Collector:
-    """Collects the problems of one config file. ``override_notes`` maps a dotted path set by a
-    ``--set`` override to a note appended to problems at or below that path."""
+@dataclass(frozen=True)
+class Label:
+    """How docs/configs.md names a type (``Annotated`` metadata), e.g. ``int >= 1``."""
 
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self.problems: list[Problem] = []
-        self.override_notes: dict[str, str] = {}
-
-    def add(self, path: str, value: Any, message: str, *, missing: bool = False,
-            line: int | None = None) -> None:
-        """Record a problem; ``value`` is stored as its (cut) repr unless ``missing``.
-
-        Any user value that ``message`` quotes must be quoted with :func:`show` (cut to a few dozen
-        characters), like :meth:`bad` does.
-        """
-        for opath, note in self.override_notes.items():
-            if path == opath or path.startswith((opath + ".", opath + "[")):
-                message = f"{message} ({note})"
-                break
-        self.problems.append(Problem(file=self.file, path=path, value=None if missing else show(value),
-                                     message=message, line=line))
-
-    def bad(self, path: str, value: Any, why: str) -> None:
-        """Record ``<show(value)> <why>`` at ``path``."""
-        self.add(path, value, f"{show(value)} {why}")
-
-
-def join(path: str, key: object) -> str:
-    """``join("a.b", "c") == "a.b.c"``; ``join("", "c") == "c"``."""
-    return f"{path}.{key}" if path else str(key)
+    text: str
 
 
 def did_you_mean(word: object, choices: Iterable[str]) -> str:
@@ -81,160 +65,29 @@ def did_you_mean(word: object, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def section(col: Collector, path: str, raw: Any, allowed: Sequence[str]) -> dict[str, Any] | None:
-    """Check that ``raw`` is a mapping with only ``allowed`` keys (null counts as empty).
-
-    Unknown keys are reported with a did-you-mean; returns ``None`` when ``raw`` is not a mapping.
-    """
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        col.bad(path or "(top level)", raw, f"must be a mapping with keys: {', '.join(allowed)}")
-        return None
-    for key in raw:
-        if key not in allowed:
-            hint = did_you_mean(key, allowed) or f" (allowed: {', '.join(allowed)})"
-            col.add(join(path, clip(str(key))), key, f"unknown key {show(key)}{hint}")
-    return dict(raw)
+def freeze_value(value: Any) -> Any:
+    """Deep-freeze a YAML value: mappings -> ``MappingProxyType``, lists -> tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze_value(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze_value(v) for v in value)
+    return value
 
 
-def take(col: Collector, m: Mapping[str, Any], path: str, key: str, coerce: Coerce,
-         default: Any = REQUIRED) -> Any:
-    """Read and coerce ``m[key]``; a missing or null key gives ``default`` or a problem if required."""
-    p = join(path, key)
-    if m.get(key) is None:
-        if default is REQUIRED:
-            col.add(p, None, f"missing required key {key!r}" if key not in m
-                    else f"{key!r} is null but a value is required", missing=True)
-            return None
-        return default
-    value = m[key]
-    try:
-        return coerce(value)
-    except Bad as exc:
-        col.bad(p, value, exc.why)
-        return None
-
-
-def take_section(col: Collector, m: Mapping[str, Any], path: str, key: str, allowed: Sequence[str],
-                 *, required: bool = False) -> dict[str, Any] | None:
-    """Read a nested mapping; absent or null gives ``{}`` unless ``required``."""
-    p = join(path, key)
-    if m.get(key) is None:
-        if required:
-            col.add(p, None, f"missing required key {key!r}", missing=True)
-            return None
-        return {}
-    return section(col, p, m[key], allowed)
-
-
-def take_items(col: Collector, m: Mapping[str, Any], path: str, key: str,
-               *, required: bool = False) -> list[tuple[str, Any]] | None:
-    """Read a list as ``(item_path, item)`` pairs; absent or null gives ``[]`` unless ``required``."""
-    p = join(path, key)
-    if m.get(key) is None:
-        if required:
-            col.add(p, None, f"missing required key {key!r}", missing=True)
-            return None
-        return []
-    value = m[key]
-    if not isinstance(value, list):
-        col.bad(p, value, "must be a list")
-        return None
-    return [(f"{p}[{i}]", item) for i, item in enumerate(value)]
-
-
-def take_tuple(col: Collector, m: Mapping[str, Any], path: str, key: str, coerce: Coerce,
-               default: Any = REQUIRED, *, unique: bool = True) -> tuple[Any, ...] | None:
-    """Read a list of coerced items as a tuple, reporting each bad item and each duplicate.
-
-    ``None`` when an item could not be coerced; a duplicate is reported and dropped.
-    """
-    if key not in m or m[key] is None:
-        if default is REQUIRED:
-            col.add(join(path, key), None, f"missing required key {key!r}", missing=True)
-            return None
-        return default
-    items = take_items(col, m, path, key)
-    if items is None:
-        return None
-    out: list[Any] = []
-    ok = True
-    for item_path, item in items:
-        try:
-            value = coerce(item)
-        except Bad as exc:
-            col.bad(item_path, item, exc.why)
-            ok = False
-            continue
-        if unique and value in out:
-            col.bad(item_path, item, "is listed twice")
-            continue
-        out.append(value)
-    return tuple(out) if ok else None
-
-
-def check_member(col: Collector, path: str, value: Any, declared: Sequence[str] | None,
-                 what: str) -> bool:
-    """Report ``value`` unless it is in ``declared``; skip (True) when either is unknown (None)."""
-    if declared is None or value is None or value in declared:
-        return True
-    hint = did_you_mean(value, declared) or f" (declared: {', '.join(declared)})"
-    col.bad(path, value, f"is not a declared {what}{hint}")
-    return False
-
-
-EDGE_TYPE_KEYS = ("srcNodeType", "relation", "dstNodeType")
-
-
-def read_edge_type(col: Collector, path: str, raw: Any,
-                   node_types: Sequence[str] | None) -> EdgeType | None:
-    """``{srcNodeType, relation, dstNodeType}`` -> EdgeType; endpoints checked against ``node_types``."""
-    m = section(col, path, raw, EDGE_TYPE_KEYS)
-    if m is None:
-        return None
-    src, rel, dst = (take(col, m, path, k, as_name) for k in EDGE_TYPE_KEYS)
-    ok = check_member(col, join(path, "srcNodeType"), src, node_types, "node type")
-    ok = check_member(col, join(path, "dstNodeType"), dst, node_types, "node type") and ok
-    if src is None or rel is None or dst is None or not ok:
-        return None
-    return EdgeType(src_node_type=src, relation=rel, dst_node_type=dst)
-
-
-def read_edge_types(col: Collector, m: Mapping[str, Any], path: str, key: str,
-                    node_types: Sequence[str] | None,
-                    *, required: bool) -> list[tuple[str, EdgeType]] | None:
-    """A list of edge types as ``(item_path, EdgeType)``, each bad or duplicate item reported.
-
-    ``None`` when any item is malformed, so that later checks against the list are skipped
-    instead of repeating the same mistake as "not declared" elsewhere.
-    """
-    items = take_items(col, m, path, key, required=required)
-    if items is None:
-        return None
-    out: list[tuple[str, EdgeType]] = []
-    complete = True
-    for item_path, raw in items:
-        et = read_edge_type(col, item_path, raw, node_types)
-        if et is None:
-            complete = False
-        elif et in [e for _, e in out]:
-            col.bad(item_path, str(et), "is listed twice")
-        else:
-            out.append((item_path, et))
-    return out if complete else None
+def thaw_value(value: Any) -> Any:
+    """Inverse of :func:`freeze_value`: plain dicts and lists, ready for ``yaml.safe_dump``."""
+    if isinstance(value, Mapping):
+        return {k: thaw_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw_value(v) for v in value]
+    return value
 
 
 # ---- coercers -------------------------------------------------------------------------------
 
-def optional(coerce: Coerce) -> Coerce:
-    """Accept null as ``None``, else apply ``coerce``."""
-    return lambda v: None if v is None else coerce(v)
-
-
 def as_int(min_value: int | None = None, max_value: int | None = None, unit: str = "") -> Coerce:
     """An int (or a string like ``"1"``), never a bool; within ``[min_value, max_value]`` where
-    given (``unit`` names the unit in the message, e.g. ``"MB"``)."""
+    given (``unit`` names the unit in the message, e.g. ``" (MB)"``)."""
     def coerce(v: Any) -> int:
         if isinstance(v, bool):
             raise Bad("is not an integer (a boolean is not accepted here)")
@@ -266,6 +119,14 @@ def as_float(v: Any) -> float:
     return float(v)
 
 
+def as_seconds(v: Any) -> float:
+    """A finite float > 0."""
+    v = as_float(v)
+    if v <= 0:
+        raise Bad("must be > 0 seconds")
+    return v
+
+
 def as_bool(v: Any) -> bool:
     """A bool, or the string ``"true"`` / ``"false"`` (any case)."""
     if isinstance(v, str) and v.strip().lower() in ("true", "false"):
@@ -285,10 +146,13 @@ def as_str(v: Any) -> str:
 
 
 def as_name(v: Any) -> str:
-    """A node type or relation name (see :data:`graphstore.config.schema.NAME_RE`)."""
-    why = name_error(v)
-    if why:
-        raise Bad(why)
+    """A node type or relation name (see :data:`NAME_RE`)."""
+    if not isinstance(v, str):
+        raise Bad(f"must be a string, got {type(v).__name__}")
+    if not NAME_RE.match(v):
+        raise Bad("must match ^[A-Za-z][A-Za-z0-9_]*$ (it becomes a file and table name)")
+    if EDGE_TYPE_SEP in v:
+        raise Bad(f"must not contain {EDGE_TYPE_SEP!r} (it separates the parts of an edge type name)")
     return v
 
 
@@ -300,12 +164,6 @@ def as_match(pattern: re.Pattern[str], what: str) -> Coerce:
             raise Bad(f"is not a valid {what} (must match {pattern.pattern})")
         return v
     return coerce
-
-
-as_sql_name = as_match(SQL_NAME_RE, "BigQuery name")
-as_gcp_project = as_match(GCP_PROJECT_RE, "GCP project id")
-as_py_path = as_match(PY_PATH_RE, "dotted Python path")
-as_version = as_match(VERSION_RE, "version string")
 
 
 def as_literal(*choices: str) -> Coerce:
@@ -320,29 +178,171 @@ def as_literal(*choices: str) -> Coerce:
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def free_mapping(col: Collector, path: str, raw: Any) -> Any:
-    """Validate a free-form argument map (str keys; scalar, list or mapping values) and freeze it.
-
-    Returns a read-only mapping, or ``None`` after recording problems.
-    """
-    if raw is None:
-        return freeze_value({})
-    if not isinstance(raw, Mapping):
-        col.bad(path, raw, "must be a mapping")
-        return None
-    before = len(col.problems)
-    _check_free(col, path, raw)
-    return freeze_value(raw) if len(col.problems) == before else None
-
-
-def _check_free(col: Collector, path: str, value: Any) -> None:
+def free_problems(value: Any, loc: tuple[Any, ...] = ()) -> Iterable[tuple[tuple[Any, ...], Any, str]]:
+    """``(loc, value, why)`` for each part of a free-form map that YAML cannot hold as a config value."""
     if isinstance(value, Mapping):
         for key, sub in value.items():
             if not isinstance(key, str):
-                col.bad(join(path, key), key, "is not a string key (quote it)")
-            _check_free(col, join(path, key), sub)
-    elif isinstance(value, list):
+                yield (*loc, str(key)), key, "is not a string key (quote it)"
+            yield from free_problems(sub, (*loc, str(key)))
+    elif isinstance(value, (list, tuple)):
         for i, sub in enumerate(value):
-            _check_free(col, f"{path}[{i}]", sub)
+            yield from free_problems(sub, (*loc, i))
     elif not isinstance(value, _SCALARS):
-        col.bad(path, value, f"is a {type(value).__name__}; use a string, number, bool, list or mapping")
+        yield loc, value, f"is a {type(value).__name__}; use a string, number, bool, list or mapping"
+
+
+# ---- problems raised from validators ---------------------------------------------------------
+
+class Issues:
+    """Problems a validator found, each at its own location (relative to the value validated);
+    :meth:`raise_any` raises them together, and pydantic places them under the value's key."""
+
+    def __init__(self) -> None:
+        self.details: list[InitErrorDetails] = []
+
+    def add(self, loc: tuple[Any, ...], value: Any, message: str, *, missing: bool = False) -> None:
+        """A problem whose whole ``message`` is given (it quotes ``value`` itself, if at all)."""
+        error = PydanticCustomError("config", "{message}", {"message": message, "missing": missing})
+        self.details.append(InitErrorDetails(type=error, loc=loc, input=value))
+
+    def bad(self, loc: tuple[Any, ...], value: Any, why: str) -> None:
+        """The problem ``<value> <why>``, like a coercer's :class:`Bad`."""
+        self.details.append(InitErrorDetails(type="value_error", loc=loc, input=value,
+                                             ctx={"error": Bad(why)}))
+
+    def member(self, loc: tuple[Any, ...], value: Any, declared: Iterable[Any] | None, what: str) -> bool:
+        """Report ``value`` unless it is in ``declared`` (skipped, True, when that is unknown)."""
+        names = None if declared is None else [str(d) for d in declared]
+        if names is None or str(value) in names:
+            return True
+        hint = did_you_mean(value, names) or f" (declared: {', '.join(names)})"
+        self.bad(loc, str(value), f"is not a declared {what}{hint}")
+        return False
+
+    def raise_any(self) -> None:
+        if self.details:
+            raise ValidationError.from_exception_data("config", self.details)
+
+
+# ---- the types ------------------------------------------------------------------------------
+
+def typed(base: Any, coerce: Coerce, schema: dict[str, Any], label: str) -> Any:
+    """``Annotated[base]`` validated by ``coerce`` alone, with its JSON Schema and docs label."""
+    return Annotated[base, PlainValidator(coerce), WithJsonSchema(schema), Label(label)]
+
+
+def Int(min_value: int | None = None, max_value: int | None = None, unit: str = "") -> Any:  # noqa: N802
+    """An int within the bounds; ``"7"`` is accepted too."""
+    schema: dict[str, Any] = {"type": "integer"}
+    label = "int"
+    if min_value is not None:
+        schema["minimum"] = min_value
+        label = f"int >= {min_value}"
+    if max_value is not None:
+        schema["maximum"] = max_value
+        label = f"int, {min_value} to {max_value}" if min_value is not None else f"int <= {max_value}"
+    return typed(int, as_int(min_value, max_value, unit), {"anyOf": [schema, _INT_STR]}, label)
+
+
+def Choice(*choices: str) -> Any:  # noqa: N802
+    """One of ``choices`` (a did-you-mean otherwise)."""
+    return typed(str, as_literal(*choices), {"enum": list(choices)},
+                 " \\| ".join(f"`{c}`" for c in choices))
+
+
+def Pattern(pattern: re.Pattern[str], what: str, label: str | None = None) -> Any:  # noqa: N802
+    """A string matching ``pattern``; ``what`` names the rule in the message."""
+    return typed(str, as_match(pattern, what), {"type": "string", "pattern": pattern.pattern},
+                 label or what)
+
+
+Float = typed(float, as_float, {"anyOf": [{"type": "number"}, _FLOAT_STR]}, "float")
+Seconds = typed(float, as_seconds, {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, _FLOAT_STR]},
+                "float > 0")
+Bool = typed(bool, as_bool, {"anyOf": [{"type": "boolean"}, _BOOL_STR]}, "bool")
+Str = typed(str, as_str, {"type": "string", "minLength": 1}, "str")
+Name = typed(str, as_name, {"type": "string", "pattern": NAME_RE.pattern, "not": {"pattern": "__"}},
+             "name")
+SqlName = Pattern(SQL_NAME_RE, "BigQuery name")
+GcpProject = Pattern(GCP_PROJECT_RE, "GCP project id")
+PyPath = Pattern(PY_PATH_RE, "dotted Python path")
+Version = Pattern(VERSION_RE, "version string", f"str (`{VERSION_RE.pattern}`)")
+Email = Pattern(EMAIL_RE, "email address", "email")
+
+
+def as_free_map(v: Any) -> Mapping[str, Any]:
+    """A free-form map, checked (every bad part reported) and frozen."""
+    if not isinstance(v, Mapping):
+        raise Bad("must be a mapping")
+    issues = Issues()
+    for loc, value, why in free_problems(v):
+        issues.bad(loc, value, why)
+    issues.raise_any()
+    return freeze_value(v)
+
+
+FreeMap = Annotated[Mapping[str, Any], PlainValidator(as_free_map), PlainSerializer(thaw_value),
+                    WithJsonSchema({"type": "object"}), Label("map")]
+"""A free-form argument map (str keys; scalar, list or mapping values), read-only once loaded."""
+
+
+# ---- the base model -------------------------------------------------------------------------
+
+class Model(BaseModel):
+    """A config section: frozen, unknown keys forbidden, YAML keys as aliases, null = default.
+
+    ``doc_name`` names the section's type in docs/configs.md (``"edge type"``); a model with
+    ``doc_inline`` is listed inside its parent's table as dotted keys; ``doc_defaults`` replaces
+    the default shown for a field (``"derived"``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+
+    doc_name: ClassVar[str] = "map"
+    doc_inline: ClassVar[bool] = False
+    doc_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    @classmethod
+    def yaml_keys(cls) -> dict[str, str]:
+        """YAML key -> field name, in declaration order."""
+        return {f.alias or name: name for name, f in cls.model_fields.items()}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        """Drop keys set to null (a required key is then reported missing); refuse non-mappings."""
+        if data is None:
+            return {}
+        if isinstance(data, BaseModel):
+            return data
+        if not isinstance(data, Mapping):
+            raise Bad(f"must be a mapping with keys: {', '.join(cls.yaml_keys())}")
+        keys = cls.yaml_keys()
+        return {k: v for k, v in data.items() if not (v is None and k in keys)}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in type(self).model_fields:  # as a frozen dataclass does
+            raise AttributeError(f"{type(self).__name__} is frozen: cannot assign to field {name!r}")
+        super().__setattr__(name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The YAML spelling, fully resolved; loading it back gives an equal object."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class FileModel(Model):
+    """A whole config file; ``source_path`` (the file it was loaded from) is excluded from equality."""
+
+    _source_path: str = PrivateAttr("")
+
+    @property
+    def source_path(self) -> str:
+        return self._source_path
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(getattr(self, k) == getattr(other, k)
+                                                 for k in type(self).model_fields)
+
+    __hash__ = None  # type: ignore[assignment]

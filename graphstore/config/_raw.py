@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from graphstore.config._fields import Bad, Collector
+from graphstore.config._fields import Bad
+from graphstore.config._problems import Collector
 from graphstore.config._yaml import MAX_CONFIG_BYTES, YamlLimit, parse_yaml
 from graphstore.config.errors import clip, show
 

@@ -1,4 +1,4 @@
-"""Load task and resource configs: YAML -> overrides -> typed, checked, frozen dataclasses.
+"""Load task and resource configs: YAML -> overrides -> typed, checked, frozen models.
 
 Order of precedence (later wins): the values in the file, then each ``key.path=value`` override in
 the order given (values parsed as YAML, so ``a.b=[1,2]`` gives a list; ``a.b[0].c=x`` indexes a
@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import os
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
-from graphstore.config._fields import Bad, Collector, did_you_mean
+from pydantic import ValidationError
+
+from graphstore.config._fields import Bad, FileModel, did_you_mean
+from graphstore.config._problems import Collector, add_validation_errors
 from graphstore.config._raw import NOT_LOADED, apply_override, parse_override, read_yaml, tokens_to_path
-from graphstore.config._resource import RESOURCE_KEYS, build_resource
-from graphstore.config._task import TASK_KEYS, build_task
 from graphstore.config.errors import ConfigError, Problem, clip, show
 from graphstore.config.resource_schema import ResourceConfig
 from graphstore.config.schema import TaskConfig
 
 PathLike = str | os.PathLike[str]
+M = TypeVar("M", bound=FileModel)
 _NO_ORIGINS: Mapping[str, str] = MappingProxyType({})
+TASK_KEYS = tuple(TaskConfig.yaml_keys())
+RESOURCE_KEYS = tuple(ResourceConfig.yaml_keys())
 
 
 def _load_raw(col: Collector, path: PathLike, overrides: Sequence[str],
@@ -49,18 +53,24 @@ def _load_raw(col: Collector, path: PathLike, overrides: Sequence[str],
     return raw
 
 
-def _task(col: Collector, path: PathLike, overrides: Sequence[str],
-          origins: Mapping[str, str] = _NO_ORIGINS) -> TaskConfig | None:
-    raw = _load_raw(col, path, overrides, origins)
-    return None if raw is NOT_LOADED else build_task(col, raw, os.fspath(path))
+def _load(model: type[M], col: Collector, path: PathLike, overrides: Sequence[str],
+          origins: Mapping[str, str] = _NO_ORIGINS) -> M | None:
+    """Read, override and validate one file as ``model``; ``None`` after recording its problems.
 
-
-def _resource(col: Collector, path: PathLike, overrides: Sequence[str],
-              origins: Mapping[str, str] = _NO_ORIGINS) -> ResourceConfig | None:
+    Relative uris in it resolve against its folder (validation context ``base_dir``).
+    """
     raw = _load_raw(col, path, overrides, origins)
     if raw is NOT_LOADED:
         return None
-    return build_resource(col, raw, os.path.abspath(os.fspath(path)))
+    source = os.path.abspath(os.fspath(path))
+    try:
+        config = model.model_validate(raw, by_alias=True, by_name=False,
+                                      context={"base_dir": os.path.dirname(source)})
+    except ValidationError as exc:
+        add_validation_errors(col, exc, model, raw)
+        return None
+    config._source_path = source
+    return config
 
 
 def _raise_if_any(*collectors: Collector) -> None:
@@ -80,7 +90,7 @@ def load_task_config(path: PathLike, overrides: Sequence[str] = ()) -> TaskConfi
         ConfigError: listing every problem found (missing file, YAML syntax, keys, types, rules).
     """
     col = Collector(os.fspath(path))
-    task = _task(col, path, overrides)
+    task = _load(TaskConfig, col, path, overrides)
     _raise_if_any(col)
     return task
 
@@ -88,7 +98,7 @@ def load_task_config(path: PathLike, overrides: Sequence[str] = ()) -> TaskConfi
 def load_resource_config(path: PathLike, overrides: Sequence[str] = ()) -> ResourceConfig:
     """Load, override, type and check a resource config (see :func:`load_task_config`)."""
     col = Collector(os.fspath(path))
-    res = _resource(col, path, overrides)
+    res = _load(ResourceConfig, col, path, overrides)
     _raise_if_any(col)
     return res
 
@@ -145,8 +155,8 @@ def load_config_pair(task_path: PathLike, resource_path: PathLike, overrides: Se
     ocol = Collector("<overrides>")
     task_ov, res_ov = route_overrides(overrides, ocol)
     tcol, rcol = Collector(os.fspath(task_path)), Collector(os.fspath(resource_path))
-    task = _task(tcol, task_path, task_ov, origins)
-    res = _resource(rcol, resource_path, res_ov, origins)
+    task = _load(TaskConfig, tcol, task_path, task_ov, origins)
+    res = _load(ResourceConfig, rcol, resource_path, res_ov, origins)
     if task is not None and res is not None:
         check_pair(task, res, tcol, rcol.file)
     _raise_if_any(ocol, tcol, rcol)

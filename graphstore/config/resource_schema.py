@@ -1,86 +1,129 @@
-"""Typed, frozen config tree for the resource config (where to compute).
+"""The resource config (where to compute), declared once, like :mod:`graphstore.config.schema`.
 
 Spelling follows the seed (snake_case keys). Each stage (trainer, inferencer) runs either on Vertex AI
 (a graph-store pool and a compute pool) or locally (processes on this machine); :class:`StageResources`
-flattens both into the counts the launcher needs. Built by :mod:`graphstore.config.loader`.
+derives from either the counts the launcher needs. Both stages must be of the same kind and have the
+same storage count (one storage process serves one graph partition, and the inferencer reads the
+partitions the trainer's storage served).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, ClassVar, Literal, Mapping
+
+from pydantic import (
+    Field, PlainSerializer, PlainValidator, SerializerFunctionWrapHandler, ValidationInfo, WithJsonSchema,
+    field_validator, model_serializer, model_validator,
+)
+
+from graphstore.config._fields import (
+    Bad, Email, FileModel, GcpProject, Int, Issues, Label, Model, SqlName, Str, freeze_value, thaw_value,
+)
+from graphstore.config._problems import loc_path
+from graphstore.errors import show
 
 GPU_UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
+LOCAL_KEY = "local_graph_store_config"
+_LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PoolConfig:
+def as_labels(raw: Any) -> Mapping[str, str]:
+    """GCP labels: keys and values checked by GCP's rules."""
+    if not isinstance(raw, Mapping):
+        raise Bad("must be a mapping of label -> value")
+    issues = Issues()
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _LABEL_KEY_RE.match(key):
+            issues.bad((str(key),), key, f"is not a valid label key (must match {_LABEL_KEY_RE.pattern})")
+        if not isinstance(value, str) or not _LABEL_VALUE_RE.match(value):
+            issues.bad((str(key),), value,
+                       f"is not a valid label value (a string matching {_LABEL_VALUE_RE.pattern})")
+    issues.raise_any()
+    return freeze_value(raw)
+
+
+Labels = Annotated[Mapping[str, str], PlainValidator(as_labels), PlainSerializer(thaw_value),
+                   WithJsonSchema({"type": "object", "propertyNames": {"pattern": _LABEL_KEY_RE.pattern},
+                                   "additionalProperties": {"type": "string",
+                                                            "pattern": _LABEL_VALUE_RE.pattern}}),
+                   Label("map str -> str")]
+
+
+class PoolConfig(Model):
     """One Vertex AI worker pool."""
 
-    machine_type: str
-    gpu_type: str = GPU_UNSPECIFIED
-    gpu_limit: int = 0
-    num_replicas: int = 1
+    doc_name: ClassVar[str] = "pool"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"machine_type": self.machine_type, "gpu_type": self.gpu_type,
-                "gpu_limit": self.gpu_limit, "num_replicas": self.num_replicas}
+    machine_type: Str = Field(description="e.g. `n2-highmem-32`.")
+    gpu_type: Str = Field(GPU_UNSPECIFIED,
+                          description="e.g. `NVIDIA_TESLA_T4`; must be set when `gpu_limit` > 0.")
+    gpu_limit: Int(0) = Field(0, description="GPUs per machine; must be > 0 when `gpu_type` names a GPU.")
+    num_replicas: Int(1) = Field(1, description="Machines in the pool.")
+
+    @model_validator(mode="after")
+    def _gpus(self) -> PoolConfig:
+        issues = Issues()
+        if self.gpu_limit and self.gpu_type == GPU_UNSPECIFIED:
+            issues.bad(("gpu_type",), self.gpu_type,
+                       f"must name the GPU type when gpu_limit is {self.gpu_limit}")
+        if self.gpu_limit == 0 and self.gpu_type != GPU_UNSPECIFIED:
+            issues.bad(("gpu_limit",), self.gpu_limit, f"must be >= 1 when gpu_type is "
+                       f"{show(self.gpu_type)} (or set gpu_type: {GPU_UNSPECIFIED})")
+        issues.raise_any()
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class VertexGraphStoreConfig:
+class VertexGraphStoreConfig(Model):
     """A graph-store job on Vertex AI: storage machines and compute machines."""
 
-    graph_store_pool: PoolConfig
-    compute_pool: PoolConfig
-    compute_cluster_local_world_size: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"graph_store_pool": self.graph_store_pool.to_dict(),
-                "compute_pool": self.compute_pool.to_dict(),
-                "compute_cluster_local_world_size": self.compute_cluster_local_world_size}
+    graph_store_pool: PoolConfig = Field(description=(
+        "Storage machines (memory-heavy); `num_replicas` is the storage count."))
+    compute_pool: PoolConfig = Field(description=(
+        "Compute machines (usually GPUs); `num_replicas` is the compute machine count."))
+    compute_cluster_local_world_size: Int(1) | None = Field(None, description=(
+        "Compute processes per compute machine. Null: `compute_pool.gpu_limit` if > 0, else 1."))
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LocalGraphStoreConfig:
+class LocalGraphStoreConfig(Model):
     """A graph-store job as processes on this machine."""
 
-    num_storage_processes: int = 2
-    num_compute_machines: int = 1
-    compute_cluster_local_world_size: int = 2
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"num_storage_processes": self.num_storage_processes,
-                "num_compute_machines": self.num_compute_machines,
-                "compute_cluster_local_world_size": self.compute_cluster_local_world_size}
+    num_storage_processes: Int(0) = Field(2, description=(
+        "Storage processes = partitions. `0` runs colocated: no storage processes, each compute machine "
+        "holds one partition (partitions = `num_compute_machines`)."))
+    num_compute_machines: Int(1) = Field(1, description=(
+        "Simulated compute machines (one parent process each)."))
+    compute_cluster_local_world_size: Int(1) = Field(2, description="Compute processes per compute machine.")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StageResources:
-    """Resources of one stage; exactly one of ``vertex`` / ``local`` is set, matching ``kind``."""
+class StageResources(Model):
+    """Resources of one stage: exactly one of ``vertex`` / ``local`` is set; the counts derive from it."""
 
-    kind: Literal["local", "vertex"]
-    num_storage: int
-    num_compute_machines: int
-    procs_per_compute: int
     vertex: VertexGraphStoreConfig | None = None
-    local: LocalGraphStoreConfig | None = None
+    local: LocalGraphStoreConfig | None = Field(None, alias=LOCAL_KEY, description=(
+        "Processes on this machine."))
 
-    @classmethod
-    def from_vertex(cls, vertex: VertexGraphStoreConfig) -> StageResources:
-        """Derive counts; procs per compute = local world size, else the GPU count, else 1."""
-        gpus = vertex.compute_pool.gpu_limit
-        procs = vertex.compute_cluster_local_world_size or (gpus if gpus > 0 else 1)
-        return cls(kind="vertex", num_storage=vertex.graph_store_pool.num_replicas,
-                   num_compute_machines=vertex.compute_pool.num_replicas, procs_per_compute=procs,
-                   vertex=vertex)
+    @property
+    def kind(self) -> Literal["local", "vertex"]:
+        return "vertex" if self.vertex is not None else "local"
 
-    @classmethod
-    def from_local(cls, local: LocalGraphStoreConfig) -> StageResources:
-        return cls(kind="local", num_storage=local.num_storage_processes,
-                   num_compute_machines=local.num_compute_machines,
-                   procs_per_compute=local.compute_cluster_local_world_size, local=local)
+    @property
+    def num_storage(self) -> int:
+        return self.vertex.graph_store_pool.num_replicas if self.vertex else self.local.num_storage_processes
+
+    @property
+    def num_compute_machines(self) -> int:
+        return self.vertex.compute_pool.num_replicas if self.vertex else self.local.num_compute_machines
+
+    @property
+    def procs_per_compute(self) -> int:
+        """Vertex: the local world size, else the GPU count, else 1."""
+        if self.vertex is None:
+            return self.local.compute_cluster_local_world_size
+        gpus = self.vertex.compute_pool.gpu_limit
+        return self.vertex.compute_cluster_local_world_size or (gpus if gpus > 0 else 1)
 
     @property
     def colocated(self) -> bool:
@@ -92,61 +135,101 @@ class StageResources:
         """One partition per storage process, or per compute machine when colocated."""
         return self.num_compute_machines if self.colocated else self.num_storage
 
+    @property
+    def count_loc(self) -> tuple[str, ...]:
+        """Where the storage count is set, below the stage's key."""
+        if self.vertex is None:
+            return (LOCAL_KEY, "num_storage_processes")
+        return (type(self).model_fields["vertex"].alias, "graph_store_pool", "num_replicas")
+
     def describe(self) -> str:
         """E.g. ``local 2 storage x 1x2 compute``."""
         return (f"{self.kind} {self.num_storage} storage x "
                 f"{self.num_compute_machines}x{self.procs_per_compute} compute")
 
+    @model_serializer(mode="wrap")
+    def _only_the_one_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
-def _empty_labels() -> Mapping[str, str]:
-    return MappingProxyType({})
+    @model_validator(mode="after")
+    def _exactly_one(self) -> StageResources:
+        given = [k for k, v in self.yaml_keys().items() if getattr(self, v) is not None]
+        if len(given) != 1:
+            vertex_key = type(self).model_fields["vertex"].alias
+            issues = Issues()
+            issues.add((), given or None, f"{'both' if given else 'neither'} of {vertex_key!r} and "
+                       f"{LOCAL_KEY!r} set; set exactly one", missing=not given)
+            issues.raise_any()
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SharedResourceConfig:
+class TrainerResources(StageResources):
+    """``trainer_resource_config``."""
+
+    vertex: VertexGraphStoreConfig | None = Field(None, alias="vertex_ai_graph_store_trainer_config",
+                                                  description="Vertex AI graph-store config.")
+
+
+class InferencerResources(StageResources):
+    """``inferencer_resource_config``."""
+
+    vertex: VertexGraphStoreConfig | None = Field(None, alias="vertex_ai_graph_store_inferencer_config",
+                                                  description="Vertex AI graph-store config.")
+
+
+class CommonComputeConfig(Model):
+    """``shared_resource_config.common_compute_config``."""
+
+    doc_inline: ClassVar[bool] = True
+
+    project: GcpProject | None = Field(None, description="GCP project.")
+    region: Str | None = Field(None, description="GCP region, e.g. `us-central1`.")
+    gcp_service_account_email: Email | None = Field(None, description="Service account the jobs run as.")
+    temp_assets_bucket: Str | None = Field(None, description="`gs://` prefix for temporary files.")
+    perm_assets_bucket: Str | None = Field(None, description="`gs://` prefix for kept outputs.")
+    embedding_bq_dataset_name: SqlName | None = Field(None, description="BigQuery dataset for embeddings.")
+
+
+class SharedResourceConfig(Model):
     """``shared_resource_config``: labels and the GCP settings common to every stage."""
 
-    resource_labels: Mapping[str, str] = field(default_factory=_empty_labels)
-    project: str | None = None
-    region: str | None = None
-    gcp_service_account_email: str | None = None
-    temp_assets_bucket: str | None = None
-    perm_assets_bucket: str | None = None
-    embedding_bq_dataset_name: str | None = None
+    resource_labels: Labels = Field(default_factory=lambda: MappingProxyType({}), description=(
+        "Labels on cloud jobs. Keys `^[a-z][a-z0-9_-]{0,62}$`, values `^[a-z0-9_-]{0,63}$` (GCP label "
+        "rules)."))
+    common_compute_config: CommonComputeConfig = Field(default_factory=CommonComputeConfig)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"resource_labels": dict(self.resource_labels),
-                "common_compute_config": {
-                    "project": self.project, "region": self.region,
-                    "gcp_service_account_email": self.gcp_service_account_email,
-                    "temp_assets_bucket": self.temp_assets_bucket,
-                    "perm_assets_bucket": self.perm_assets_bucket,
-                    "embedding_bq_dataset_name": self.embedding_bq_dataset_name}}
+    @property
+    def project(self) -> str | None:
+        return self.common_compute_config.project
 
+    @property
+    def region(self) -> str | None:
+        return self.common_compute_config.region
 
-STAGE_KEYS: Mapping[str, tuple[str, str]] = MappingProxyType({
-    "trainer": ("trainer_resource_config", "vertex_ai_graph_store_trainer_config"),
-    "inferencer": ("inferencer_resource_config", "vertex_ai_graph_store_inferencer_config"),
-})
-"""stage -> (top-level key, Vertex sub-key); the local sub-key is ``local_graph_store_config``."""
+    @property
+    def gcp_service_account_email(self) -> str | None:
+        return self.common_compute_config.gcp_service_account_email
 
+    @property
+    def temp_assets_bucket(self) -> str | None:
+        return self.common_compute_config.temp_assets_bucket
 
-def _stage_dict(stage: str, res: StageResources) -> dict[str, Any]:
-    if res.vertex is not None:
-        return {STAGE_KEYS[stage][1]: res.vertex.to_dict()}
-    if res.local is None:
-        raise ValueError(f"StageResources for {stage} has neither vertex nor local set")
-    return {"local_graph_store_config": res.local.to_dict()}
+    @property
+    def perm_assets_bucket(self) -> str | None:
+        return self.common_compute_config.perm_assets_bucket
+
+    @property
+    def embedding_bq_dataset_name(self) -> str | None:
+        return self.common_compute_config.embedding_bq_dataset_name
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ResourceConfig:
+class ResourceConfig(FileModel):
     """The whole resource config. ``source_path`` is informational and excluded from equality."""
 
-    shared: SharedResourceConfig = field(default_factory=SharedResourceConfig)
-    trainer: StageResources
-    inferencer: StageResources
-    source_path: str = field(default="", compare=False)
+    shared: SharedResourceConfig = Field(default_factory=SharedResourceConfig,
+                                         alias="shared_resource_config")
+    trainer: TrainerResources = Field(alias="trainer_resource_config")
+    inferencer: InferencerResources = Field(alias="inferencer_resource_config")
 
     @property
     def num_partitions(self) -> int:
@@ -154,8 +237,17 @@ class ResourceConfig:
         per compute machine in colocated mode (``num_storage_processes: 0``)."""
         return self.trainer.num_partitions
 
-    def to_dict(self) -> dict[str, Any]:
-        """The YAML form (snake_case keys, as the seed); loading it back gives an equal config."""
-        return {"shared_resource_config": self.shared.to_dict(),
-                STAGE_KEYS["trainer"][0]: _stage_dict("trainer", self.trainer),
-                STAGE_KEYS["inferencer"][0]: _stage_dict("inferencer", self.inferencer)}
+    @field_validator("inferencer")
+    @classmethod
+    def _like_the_trainer(cls, inferencer: InferencerResources, info: ValidationInfo) -> InferencerResources:
+        trainer, issues = info.data.get("trainer"), Issues()
+        if trainer is not None and trainer.kind != inferencer.kind:
+            issues.bad((), inferencer.kind,
+                       f"differs from the trainer's kind {trainer.kind!r}; run both stages the same way")
+        elif trainer is not None and trainer.num_storage != inferencer.num_storage:
+            issues.bad(inferencer.count_loc, inferencer.num_storage,
+                       f"differs from trainer_resource_config.{loc_path(trainer.count_loc)} = "
+                       f"{trainer.num_storage}; both stages serve the same graph partitions, so their "
+                       "storage counts must be equal")
+        issues.raise_any()
+        return inferencer

@@ -1,311 +1,274 @@
-"""Typed, frozen config tree for the task config (what to compute).
+"""The task config (what to compute), declared once: its keys, types, defaults, docs and rules.
 
-Every class is a frozen keyword-only dataclass; sequences are tuples and free-form argument maps are
-read-only (``types.MappingProxyType``, nested lists frozen to tuples). Instances are built by
-:mod:`graphstore.config.loader`, which validates everything first; only :class:`EdgeType` re-checks
-its own invariants because code outside the loader builds it too. ``to_dict()`` gives the YAML
-spelling (camelCase keys, as written in task files), fully resolved, so that dumping and reloading
-gives an equal object. The resource config tree lives in :mod:`graphstore.config.resource_schema`.
+Every section is a frozen pydantic model (:class:`~graphstore.config._fields.Model`) whose aliases
+are the YAML keys (camelCase, as in the seed); sequences are tuples and free-form argument maps are
+read-only (``types.MappingProxyType``, nested lists frozen to tuples). The same declaration gives
+the loader (:mod:`graphstore.config.loader`), ``to_dict()`` (the YAML form, fully resolved, so that
+dumping and reloading gives an equal object), the JSON Schema of ``python -m pipeline schema`` and
+docs/configs.md. The resource config lives in :mod:`graphstore.config.resource_schema`.
+
+Cross-field rules run in the validator of the later section, against the earlier sections that
+were valid, so one pass still reports every problem it can. Derived values are filled in here:
+``storageArgs.num_server_sessions`` (1 for the trainer, one per inferred node type for the
+inferencer) and ``inferencerConfig.nodeTypes`` (the node types of the supervision edge types).
+When ``command`` runs the default trainer / inferencer, its args are checked by the rules of
+:mod:`graphstore.training.args` (the same the stage applies), so ``validate`` reports them too.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-"""Node types and relations become file and table names: a letter, then letters, digits, ``_``."""
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-SQL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-"""BigQuery dataset names and table prefixes (never interpolate anything else into SQL)."""
+from graphstore.config._dataset import DatasetConfig, check_sources, resolve_uri
+from graphstore.config._fields import (
+    Bad, Choice, FileModel, FreeMap, GcpProject, Int, Issues, Model, Name, Seconds, SqlName, Str, Version,
+    did_you_mean, thaw_value,
+)
+from graphstore.config._graph import EdgeType, GraphMetadata, TaskMetadata, unique
+from graphstore.config._storage import GraphStoreStorageConfig
+from graphstore.errors import show
+from graphstore.training.args import (
+    DEFAULT_INFERENCER_MODULE, DEFAULT_TRAINER_MODULE, InferencerArgs, TrainerArgs, arg_problems,
+    known_keys, runs_module,
+)
 
-EDGE_TYPE_SEP = "__"
-
-SourceFormat = Literal["parquet", "csv", "bigquery"]
-EdgeDirection = Literal["in", "out"]
-
-
-def name_error(name: object) -> str | None:
-    """Return why ``name`` is not a valid node type / relation name, or ``None`` if it is valid."""
-    if not isinstance(name, str):
-        return f"must be a string, got {type(name).__name__}"
-    if not NAME_RE.match(name):
-        return "must match ^[A-Za-z][A-Za-z0-9_]*$ (it becomes a file and table name)"
-    if EDGE_TYPE_SEP in name:
-        return f"must not contain {EDGE_TYPE_SEP!r} (it separates the parts of an edge type name)"
-    return None
+_STORAGE = "The storage side of {} (below)."
 
 
-def freeze_value(value: Any) -> Any:
-    """Deep-freeze a YAML value: mappings -> ``MappingProxyType``, lists -> tuples."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze_value(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze_value(v) for v in value)
-    return value
-
-
-def thaw_value(value: Any) -> Any:
-    """Inverse of :func:`freeze_value`: plain dicts and lists, ready for ``yaml.safe_dump``."""
-    if isinstance(value, Mapping):
-        return {k: thaw_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw_value(v) for v in value]
-    return value
-
-
-def _empty_mapping() -> Mapping[str, Any]:
+def _empty() -> Mapping[str, Any]:
     return MappingProxyType({})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EdgeType:
-    """A directed edge type ``src --relation--> dst``, as the user reads it."""
-
-    src_node_type: str
-    relation: str
-    dst_node_type: str
-
-    def __post_init__(self) -> None:
-        for part in ("src_node_type", "relation", "dst_node_type"):
-            value = getattr(self, part)
-            why = name_error(value)
-            if why:
-                raise ValueError(f"EdgeType: {part} {value!r} {why}")
-
-    def __str__(self) -> str:
-        return EDGE_TYPE_SEP.join(self.as_tuple())
-
-    def as_tuple(self) -> tuple[str, str, str]:
-        """``(src_node_type, relation, dst_node_type)``, the PyG / GLT edge type tuple."""
-        return (self.src_node_type, self.relation, self.dst_node_type)
-
-    @classmethod
-    def parse(cls, text: str) -> EdgeType:
-        """Parse ``"src__relation__dst"`` (the ``str()`` form)."""
-        parts = text.split(EDGE_TYPE_SEP)
-        if len(parts) != 3:
-            raise ValueError(f"EdgeType.parse: {text!r} is not of the form 'src__relation__dst'")
-        return cls(src_node_type=parts[0], relation=parts[1], dst_node_type=parts[2])
-
-    def reverse(self) -> EdgeType:
-        """The reverse edge type, with graphlearn-for-pytorch's convention (``reverse_edge_type``).
-
-        ``user-buys->item`` becomes ``item-rev_buys->user`` and ``rev_`` is stripped again on the way
-        back; an edge type whose two ends are the same node type is its own reverse.
-        """
-        if self.src_node_type == self.dst_node_type:
-            return self
-        relation = self.relation[4:] if self.relation.startswith("rev_") else "rev_" + self.relation
-        return EdgeType(src_node_type=self.dst_node_type, relation=relation,
-                        dst_node_type=self.src_node_type)
-
-    def to_dict(self) -> dict[str, str]:
-        """YAML spelling: ``{srcNodeType, relation, dstNodeType}``."""
-        return {"srcNodeType": self.src_node_type, "relation": self.relation,
-                "dstNodeType": self.dst_node_type}
+def _default_command_args(command: str | None, args: Mapping[str, Any], module: str,
+                          args_cls: type) -> Mapping[str, Any]:
+    """Check ``args`` by ``args_cls``'s rules when ``command`` runs ``module``."""
+    if command is None or not runs_module(command, module):
+        return args
+    issues, known = Issues(), known_keys(args_cls)
+    for p in arg_problems(args_cls, thaw_value(args))[1]:  # lists, as written
+        if p.unknown:
+            hint = did_you_mean(p.key, known) or f" (known: {', '.join(known)})"
+            issues.add((p.key,), p.value,
+                       f"unknown key {show(p.value)} of the default {module} arguments{hint}")
+        else:
+            issues.bad((p.key,), p.value, p.why)
+    issues.raise_any()
+    return args
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GraphMetadata:
-    """The declared node and edge types, in file order."""
-
-    node_types: tuple[str, ...]
-    edge_types: tuple[EdgeType, ...]
-
-    @property
-    def is_homogeneous(self) -> bool:
-        """One node type and one edge type: loaders take plain tensors instead of typed dicts."""
-        return len(self.node_types) == 1 and len(self.edge_types) == 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"nodeTypes": list(self.node_types), "edgeTypes": [e.to_dict() for e in self.edge_types]}
+def _with_sessions(issues: Issues, storage: GraphStoreStorageConfig, sessions: int,
+                   derivation: str) -> GraphStoreStorageConfig:
+    """``storage`` with ``num_server_sessions`` derived; a value contradicting it is a problem."""
+    args = storage.storage_args
+    if args.num_server_sessions not in (None, sessions):
+        issues.bad(("graphStoreStorageConfig", "storageArgs", "num_server_sessions"),
+                   args.num_server_sessions,
+                   f"contradicts the derived value {sessions} ({derivation}); remove the key")
+    args = args.model_copy(update={"num_server_sessions": sessions})
+    return storage.model_copy(update={"storage_args": args})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NodeSource:
-    """A node table: one row per node, ``id_column`` holding its raw id."""
-
-    node_type: str
-    uri: str
-    format: SourceFormat
-    id_column: str
-    feature_columns: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"nodeType": self.node_type, "uri": self.uri, "format": self.format,
-                "idColumn": self.id_column, "featureColumns": list(self.feature_columns)}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EdgeSource:
-    """An edge table: one row per edge, raw ids of both ends, optional weight and features."""
-
-    edge_type: EdgeType
-    uri: str
-    format: SourceFormat
-    src_column: str = "src"
-    dst_column: str = "dst"
-    weight_column: str | None = None
-    feature_columns: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"edgeType": self.edge_type.to_dict(), "uri": self.uri, "format": self.format,
-                "srcColumn": self.src_column, "dstColumn": self.dst_column,
-                "weightColumn": self.weight_column, "featureColumns": list(self.feature_columns)}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PartitionConfig:
-    """How the partitioner splits the graph. ``num_partitions=None`` means: the storage count."""
-
-    num_partitions: int | None = None
-    dangling_edges: Literal["error", "drop"] = "error"
-    add_reverse_edges: bool = True
-    memory_limit_mb: int = 2048
-    parquet_compression: Literal["uncompressed", "snappy", "zstd"] = "uncompressed"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"numPartitions": self.num_partitions, "danglingEdges": self.dangling_edges,
-                "addReverseEdges": self.add_reverse_edges, "memoryLimitMb": self.memory_limit_mb,
-                "parquetCompression": self.parquet_compression}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DatasetConfig:
-    """Where the raw tables are. Every uri is resolved: absolute local path or untouched ``gs://``."""
-
-    data_root_uri: str | None
-    node_sources: tuple[NodeSource, ...]
-    edge_sources: tuple[EdgeSource, ...]
-    partition: PartitionConfig = field(default_factory=PartitionConfig)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dataRootUri": self.data_root_uri,
-                "dataSources": {"nodes": [n.to_dict() for n in self.node_sources],
-                                "edges": [e.to_dict() for e in self.edge_sources]},
-                "partitionConfig": self.partition.to_dict()}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StorageArgs:
-    """Arguments of the storage command. ``num_server_sessions`` is always filled in (derived)."""
-
-    sample_edge_direction: EdgeDirection = "in"
-    splitter_cls_path: str | None = None
-    splitter_kwargs: Mapping[str, Any] = field(default_factory=_empty_mapping)
-    num_server_sessions: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"sample_edge_direction": self.sample_edge_direction,
-                "splitter_cls_path": self.splitter_cls_path,
-                "splitter_kwargs": thaw_value(self.splitter_kwargs),
-                "num_server_sessions": self.num_server_sessions}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GraphStoreStorageConfig:
-    """The storage side of one stage: the command each storage process runs, and its arguments."""
-
-    command: str
-    storage_args: StorageArgs
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"command": self.command, "storageArgs": self.storage_args.to_dict()}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TrainerConfig:
+class TrainerConfig(Model):
     """The training stage: compute command, its free-form args, and its storage side."""
 
-    command: str
-    trainer_args: Mapping[str, Any] = field(default_factory=_empty_mapping)
-    storage: GraphStoreStorageConfig
+    command: Str = Field(description="Command each compute machine runs for training.")
+    trainer_args: FreeMap = Field(default_factory=_empty, alias="trainerArgs", description=(
+        "Free map of str -> scalar / list / map, passed to the trainer (read-only; lists become tuples)."))
+    storage: GraphStoreStorageConfig = Field(alias="graphStoreStorageConfig",
+                                             description=_STORAGE.format("training"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"command": self.command, "trainerArgs": thaw_value(self.trainer_args),
-                "graphStoreStorageConfig": self.storage.to_dict()}
+    @field_validator("trainer_args")
+    @classmethod
+    def _args(cls, args: Mapping[str, Any], info: ValidationInfo) -> Mapping[str, Any]:
+        return _default_command_args(info.data.get("command"), args, DEFAULT_TRAINER_MODULE, TrainerArgs)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class InferencerConfig:
+class InferencerConfig(Model):
     """The inference stage. ``node_types`` is always filled in (derived when not given)."""
 
-    command: str
-    inferencer_args: Mapping[str, Any] = field(default_factory=_empty_mapping)
-    inference_batch_size: int = 512
-    node_types: tuple[str, ...]
-    storage: GraphStoreStorageConfig
+    doc_defaults: ClassVar[dict[str, str]] = {"node_types": "derived"}
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"command": self.command, "inferencerArgs": thaw_value(self.inferencer_args),
-                "inferenceBatchSize": self.inference_batch_size, "nodeTypes": list(self.node_types),
-                "graphStoreStorageConfig": self.storage.to_dict()}
+    command: Str = Field(description="Command each compute machine runs for inference.")
+    inferencer_args: FreeMap = Field(default_factory=_empty, alias="inferencerArgs", description=(
+        "Free map, as `trainerArgs`. The default inferencer (`python -m components.infer`) reads "
+        "`num_neighbors` (a non-empty list of ints >= -1, or null; default: the fan-out stored in the "
+        "checkpoint), `log_every_batches` (int >= 0, 20) and `checkpoint` (str URI of `model.pt`; default "
+        "`<run-dir>/checkpoint/model.pt`; it must be a checkpoint the default trainer wrote, schema 2: "
+        "anything else, e.g. a pickle of other objects, is refused with exit 2 and never unpickled, see "
+        "`graphstore/training/checkpoint.py`); checked when the config loads, unknown keys are an error."))
+    inference_batch_size: Int(1) = Field(512, alias="inferenceBatchSize",
+                                         description="Seed nodes per inference batch.")
+    node_types: tuple[Name, ...] | None = Field(None, alias="nodeTypes", description=(
+        "Node types to embed; each declared, no duplicates. Default: every node type appearing in a "
+        "supervision edge type, in `graphMetadata.nodeTypes` order; with no supervision edge types, all "
+        "node types."))
+    storage: GraphStoreStorageConfig = Field(alias="graphStoreStorageConfig",
+                                             description=_STORAGE.format("inference"))
+
+    @field_validator("inferencer_args")
+    @classmethod
+    def _args(cls, args: Mapping[str, Any], info: ValidationInfo) -> Mapping[str, Any]:
+        return _default_command_args(info.data.get("command"), args, DEFAULT_INFERENCER_MODULE,
+                                     InferencerArgs)
+
+    @field_validator("node_types")
+    @classmethod
+    def _node_types(cls, node_types: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        issues = unique(node_types or ())
+        if node_types == ():
+            issues.bad((), [], "must list at least one node type (or be left out)")
+        issues.raise_any()
+        return node_types
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExportConfig:
+class ExportConfig(Model):
     """Where embeddings go: a local warehouse folder or BigQuery tables ``{prefix}{node_type}``."""
 
-    warehouse: Literal["local", "bigquery"] = "local"
-    local_warehouse_uri: str | None = None
-    bigquery_project: str | None = None
-    bigquery_dataset: str | None = None
-    table_prefix: str = "embeddings_"
-    model_version: str = "v1"
+    warehouse: Choice("local", "bigquery") = Field("local", description=(
+        "Where embeddings go: the embedded DuckDB file, or BigQuery through load jobs (README, "
+        "\"BigQuery\"). `BIGQUERY_EMULATOR_HOST` / `STORAGE_EMULATOR_HOST` point the clients at local "
+        "emulators (tests)."))
+    local_warehouse_uri: Str | None = Field(None, alias="localWarehouseUri", description=(
+        "Local warehouse folder holding `warehouse.duckdb` (relative: to the config file's folder). "
+        "Null: `warehouse/` beside the run folder, i.e. `<runRoot>/warehouse`, shared by every run under "
+        "that root (the tables keep their history). Must be set when the run folder is on `gs://`."))
+    bigquery_project: GcpProject | None = Field(None, alias="bigqueryProject", description=(
+        "Project of the BigQuery dataset. With `bigquery`, this or "
+        "`shared_resource_config.common_compute_config.project` must be set (checked with a pair)."))
+    bigquery_dataset: SqlName | None = Field(None, alias="bigqueryDataset", description=(
+        "Dataset of the embedding tables; required with `bigquery`."))
+    table_prefix: SqlName = Field("embeddings_", alias="tablePrefix",
+                                  description="Table name = prefix + node type.")
+    model_version: Version = Field("v1", alias="modelVersion",
+                                   description="Version tag written with the embeddings.")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"warehouse": self.warehouse, "localWarehouseUri": self.local_warehouse_uri,
-                "bigqueryProject": self.bigquery_project, "bigqueryDataset": self.bigquery_dataset,
-                "tablePrefix": self.table_prefix, "modelVersion": self.model_version}
+    @model_validator(mode="after")
+    def _rules(self, info: ValidationInfo) -> ExportConfig:
+        if self.warehouse == "bigquery" and self.bigquery_dataset is None:
+            issues = Issues()
+            issues.add(("bigqueryDataset",), None, "missing: required when warehouse is 'bigquery'",
+                       missing=True)
+            issues.raise_any()
+        base = (info.context or {}).get("base_dir")
+        if base is None or self.local_warehouse_uri is None:
+            return self
+        return self.model_copy(update={"local_warehouse_uri": resolve_uri(self.local_warehouse_uri, base)})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RuntimeConfig:
+class RuntimeConfig(Model):
     """Timeouts and heartbeats of the graph-store runtime (DESIGN §5: every wait is bounded)."""
 
-    cluster_init_timeout_s: float = 600.0  # temporary global group + get_graph_store_info
-    readiness_timeout_s: float = 1800.0  # compute waits for storage to load its shards
-    rpc_timeout_s: float = 300.0  # one RPC request (sampling, fetches)
-    session_timeout_s: float = 86400.0  # longest a storage server session may run
-    heartbeat_interval_s: float = 5.0  # peers are pinged this often
-    heartbeat_timeout_s: float = 20.0  # a peer that does not answer for this long is dead
-    shutdown_timeout_s: float = 120.0  # joining spawned processes, shutting RPC down
-    random_seed: int = 42  # base seed for GLT samplers (unseeded sampling is ~1.8x slower)
+    cluster_init_timeout_s: Seconds = Field(600.0, alias="clusterInitTimeoutS", description=(
+        "The temporary global process group that exchanges addresses and ports (`get_graph_store_info`)."))
+    readiness_timeout_s: Seconds = Field(1800.0, alias="readinessTimeoutS", description=(
+        "How long compute waits for every storage process to load its shards and open a session."))
+    rpc_timeout_s: Seconds = Field(300.0, alias="rpcTimeoutS",
+                                   description="One RPC request (sampling messages, fetches).")
+    session_timeout_s: Seconds = Field(86400.0, alias="sessionTimeoutS",
+                                       description="The longest one storage server session may run.")
+    heartbeat_interval_s: Seconds = Field(5.0, alias="heartbeatIntervalS",
+                                          description="Compute and storage ping each other this often.")
+    heartbeat_timeout_s: Seconds = Field(20.0, alias="heartbeatTimeoutS", description=(
+        "A peer silent this long is dead: the process exits 1 naming it (no hang). The local launcher "
+        "also fails a run one of whose processes has been stopped (SIGSTOP) this long. Must be greater "
+        "than `heartbeatIntervalS`."))
+    shutdown_timeout_s: Seconds = Field(120.0, alias="shutdownTimeoutS",
+                                        description="Joining spawned processes and shutting RPC down.")
+    random_seed: Int(0) = Field(42, alias="randomSeed", description=(
+        "Base seed of the GLT samplers (each loader adds its rank); unseeded sampling measured ~1.8x "
+        "slower."))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"clusterInitTimeoutS": self.cluster_init_timeout_s,
-                "readinessTimeoutS": self.readiness_timeout_s,
-                "rpcTimeoutS": self.rpc_timeout_s, "sessionTimeoutS": self.session_timeout_s,
-                "heartbeatIntervalS": self.heartbeat_interval_s,
-                "heartbeatTimeoutS": self.heartbeat_timeout_s,
-                "shutdownTimeoutS": self.shutdown_timeout_s, "randomSeed": self.random_seed}
+    @field_validator("heartbeat_timeout_s")
+    @classmethod
+    def _heartbeat(cls, timeout_s: float, info: ValidationInfo) -> float:
+        interval_s = info.data.get("heartbeat_interval_s")
+        if interval_s is not None and timeout_s <= interval_s:
+            raise Bad(f"must be greater than heartbeatIntervalS ({interval_s}), or every peer looks dead")
+        return timeout_s
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskConfig:
-    """The whole task config. ``source_path`` is informational and excluded from equality."""
+def default_inference_node_types(node_types: Sequence[str],
+                                 supervision: Sequence[EdgeType]) -> tuple[str, ...]:
+    """Node types touched by a supervision edge type, in declaration order; all when none."""
+    used = {t for et in supervision for t in (et.src_node_type, et.dst_node_type)}
+    return tuple(t for t in node_types if t in used) if used else tuple(node_types)
 
-    graph_metadata: GraphMetadata
-    supervision_edge_types: tuple[EdgeType, ...] = ()
-    dataset: DatasetConfig
-    trainer: TrainerConfig
-    inferencer: InferencerConfig
-    export: ExportConfig = field(default_factory=ExportConfig)
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    source_path: str = field(default="", compare=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The YAML form (camelCase keys), fully resolved; loading it back gives an equal config."""
-        return {
-            "graphMetadata": self.graph_metadata.to_dict(),
-            "taskMetadata": {"nodeAnchorBasedLinkPredictionTaskMetadata": {
-                "supervisionEdgeTypes": [e.to_dict() for e in self.supervision_edge_types]}},
-            "datasetConfig": self.dataset.to_dict(),
-            "trainerConfig": self.trainer.to_dict(),
-            "inferencerConfig": self.inferencer.to_dict(),
-            "exportConfig": self.export.to_dict(),
-            "graphStoreRuntimeConfig": self.runtime.to_dict(),
-        }
+class TaskConfig(FileModel):
+    """The whole task config. ``source_path`` (the file it was loaded from) is excluded from equality."""
+
+    graph_metadata: GraphMetadata = Field(alias="graphMetadata")
+    task_metadata: TaskMetadata = Field(default_factory=TaskMetadata, alias="taskMetadata")
+    dataset: DatasetConfig = Field(alias="datasetConfig")
+    trainer: TrainerConfig = Field(alias="trainerConfig")
+    inferencer: InferencerConfig = Field(alias="inferencerConfig")
+    export: ExportConfig = Field(default_factory=ExportConfig, alias="exportConfig")
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig, alias="graphStoreRuntimeConfig")
+
+    @property
+    def supervision_edge_types(self) -> tuple[EdgeType, ...]:
+        """``taskMetadata.nodeAnchorBasedLinkPredictionTaskMetadata.supervisionEdgeTypes``."""
+        return self.task_metadata.link_prediction.supervision_edge_types
+
+    @field_validator("task_metadata")
+    @classmethod
+    def _supervision(cls, meta: TaskMetadata, info: ValidationInfo) -> TaskMetadata:
+        graph, issues = info.data.get("graph_metadata"), Issues()
+        for i, et in enumerate(meta.link_prediction.supervision_edge_types):
+            issues.member(("nodeAnchorBasedLinkPredictionTaskMetadata", "supervisionEdgeTypes", i), et,
+                          graph and graph.edge_types, "edge type (graphMetadata.edgeTypes)")
+        issues.raise_any()
+        return meta
+
+    @field_validator("dataset")
+    @classmethod
+    def _sources(cls, dataset: DatasetConfig, info: ValidationInfo) -> DatasetConfig:
+        check_sources(dataset, info.data.get("graph_metadata"))
+        return dataset
+
+    @field_validator("trainer")
+    @classmethod
+    def _trainer(cls, trainer: TrainerConfig) -> TrainerConfig:
+        issues = Issues()
+        storage = _with_sessions(issues, trainer.storage, 1, "the trainer connects one compute process group")
+        issues.raise_any()
+        return trainer.model_copy(update={"storage": storage})
+
+    @field_validator("inferencer")
+    @classmethod
+    def _inferencer(cls, inferencer: InferencerConfig, info: ValidationInfo) -> InferencerConfig:
+        graph, meta, trainer = (info.data.get(k) for k in ("graph_metadata", "task_metadata", "trainer"))
+        issues, node_types, storage = Issues(), inferencer.node_types, inferencer.storage
+        if node_types is None and graph is not None and meta is not None:
+            node_types = default_inference_node_types(graph.node_types,
+                                                      meta.link_prediction.supervision_edge_types)
+        for i, t in enumerate(inferencer.node_types or ()):
+            issues.member(("nodeTypes", i), t, graph and graph.node_types, "node type")
+        if node_types:
+            storage = _with_sessions(issues, storage, len(node_types),
+                                     "one server session per inferred node type")
+        t_dir = trainer and trainer.storage.storage_args.sample_edge_direction
+        i_dir = storage.storage_args.sample_edge_direction
+        if t_dir is not None and t_dir != i_dir:
+            issues.bad(("graphStoreStorageConfig", "storageArgs", "sample_edge_direction"), i_dir,
+                       f"differs from trainerConfig's sample_edge_direction {t_dir!r}; the model is trained "
+                       "and applied on the same edge direction, so they must be equal")
+        issues.raise_any()
+        return inferencer.model_copy(update={"node_types": node_types, "storage": storage})
+
+    @model_validator(mode="after")
+    def _node_types_used(self) -> TaskConfig:
+        """Every declared node type has a node table or is an end of a declared edge type."""
+        used = {t for et in self.graph_metadata.edge_types for t in (et.src_node_type, et.dst_node_type)}
+        used |= {n.node_type for n in self.dataset.node_sources}
+        issues = Issues()
+        for i, t in enumerate(self.graph_metadata.node_types):
+            if t not in used:
+                issues.bad(("graphMetadata", "nodeTypes", i), t,
+                           "has no node table (datasetConfig.dataSources.nodes) and is an end of no edge "
+                           "type (graphMetadata.edgeTypes); give it a node table or remove it")
+        issues.raise_any()
+        return self

@@ -30,9 +30,9 @@ def graph(tmp_path_factory):
 
 def _task(graph, project: str, dataset: str):
     task = graph["task"]
-    export = dataclasses.replace(task.export, warehouse="bigquery", bigquery_project=project,
-                                 bigquery_dataset=dataset)
-    return dataclasses.replace(task, export=export)
+    export = task.export.model_copy(update={"warehouse": "bigquery", "bigquery_project": project,
+                                            "bigquery_dataset": dataset})
+    return task.model_copy(update={"export": export})
 
 
 def _gcs_run(graph, tmp_path, bucket: str, name: str, **kwargs) -> str:

@@ -768,7 +768,7 @@ def test_config_and_pipeline_never_import_torch() -> None:
 
 
 def test_task_config_type_is_exported() -> None:
-    assert TaskConfig.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert TaskConfig.model_config["frozen"]
 
 
 def test_runtime_config_defaults_overrides_and_rules(tmp_path):
