@@ -52,7 +52,7 @@ def _graph(shards: Path) -> dict:
             src_t, _, dst_t = et.split("__")
             edges.setdefault(et, set()).update(
                 (raw[src_t][a], raw[dst_t][b]) for a, b in zip(shard.src, shard.dst))
-    return {"counts": {nt: v["count"] for nt, v in manifest["node_types"].items()},
+    return {"counts": {nt: v.count for nt, v in s.manifest.node_types.items()},
             "ids": {nt: sorted(ids) for nt, ids in raw.items()}, "feats": feats, "edges": edges}
 
 
