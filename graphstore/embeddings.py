@@ -1,6 +1,7 @@
 """The embeddings format (schema_version 2): what the inferencer writes and export reads.
 
-Per node type, under ``<run-dir>/embeddings/<node_type>/``::
+Per node type, under ``<run-dir>/embeddings/<node_type>/`` (``RunPaths.embeddings``,
+graphstore.run_paths)::
 
     attempt-<UTC>-<hex>/part-<rank>-of-<world>.parquet
                                      one per compute rank of one inference attempt: int_id INT64
@@ -34,6 +35,7 @@ import numpy as np
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure
+from graphstore.run_paths import RunPaths
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
@@ -43,8 +45,9 @@ _LISTED_FILE = re.compile(r"^(attempt-\d{8}T\d{6}Z-[0-9a-f]{8}/)?part-\d{5}-of-\
 
 
 def embeddings_uri(run_dir: str, node_type: str) -> str:
-    """Where the embeddings of ``node_type`` go: ``<run-dir>/embeddings/<node_type>``."""
-    return uris.join(run_dir, "embeddings", node_type)
+    """Where the embeddings of ``node_type`` go: ``<run-dir>/embeddings/<node_type>``
+    (``RunPaths(run_dir).embeddings(node_type)``)."""
+    return RunPaths(run_dir).embeddings(node_type)
 
 
 def shard_name(rank: int, world: int) -> str:

@@ -170,7 +170,7 @@ def get_graph_store_info(ctx: StageContext | None = None,
         storage_node_ips=topology.storage_hosts, compute_node_ips=topology.compute_hosts,
         storage_rpc_ports=merged["storage_rpc_ports"],
         compute_pg_ports=merged["compute_pg_ports"],
-        readiness_uri=ctx.path("_graphstore", ctx.stage, merged["job_id"]),
+        readiness_uri=ctx.paths.readiness(ctx.stage, merged["job_id"]),
         runtime=ctx.task.runtime, is_local=topology.is_local, machine_role=topology.role,
         machine_index=topology.machine_index)
 

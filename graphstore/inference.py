@@ -34,8 +34,8 @@ import torch
 import torch.distributed as dist
 
 from graphstore import uris
-from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, embeddings_uri, new_attempt_name,
-                                   publish_success, shard_name, write_part)
+from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, new_attempt_name, publish_success,
+                                   shard_name, write_part)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
@@ -141,7 +141,7 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     if ctx.task.inferencer is None:
         raise UsageError("the task config has no inferencerConfig")
     args = InferencerArgs.from_mapping(ctx.task.inferencer.inferencer_args)
-    ckpt = load_checkpoint(args.checkpoint or ctx.path("checkpoint", "model.pt"))
+    ckpt = load_checkpoint(args.checkpoint or ctx.paths.model)
     node_types = ctx.task.inferencer.node_types
     info = agree_on_cluster(ctx, topology)
     local = None
@@ -154,7 +154,7 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
         log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
         spawn_workers(_worker, (info.for_session(session), node_type, ckpt, args,
                                  ctx.task.inferencer.inference_batch_size,
-                                 embeddings_uri(ctx.run_dir, node_type), local),
+                                 ctx.paths.embeddings(node_type), local),
                       info.num_processes_per_compute, first_rank=info.compute_rank(0))
         log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
                  len(node_types), node_type, time.perf_counter() - t0)

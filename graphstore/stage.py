@@ -6,12 +6,13 @@ every storage and compute command (docs/runtime.md):
     --task-config PATH --resource-config PATH --stage train|infer --run-dir URI
 
 :meth:`StageContext.from_argv` parses them (unknown extra flags are left for user code) and loads
-the frozen configs. Run folder layout (one writer per prefix):
+the frozen configs; :attr:`StageContext.paths` is the run folder's layout
+(graphstore.run_paths.RunPaths: one writer per prefix).
 
-    <run-dir>/shards/                    partition stage output (read by storage)
-    <run-dir>/checkpoint/                trainer output
-    <run-dir>/embeddings/<node_type>/    inferencer output
-    <run-dir>/_graphstore/<stage>/<job>/ readiness markers of one graph-store job
+A stage's sections of the configs: :func:`stage_resources` (the resource config's ``trainer`` or
+``inferencer`` resources) and :func:`stage_section` (the task config's ``trainerConfig`` or
+``inferencerConfig``) make that choice for every caller (pipeline/ included; this module imports
+no torch).
 """
 
 from __future__ import annotations
@@ -24,25 +25,51 @@ from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from graphstore import uris
 from graphstore.config import (
-    GraphStoreStorageConfig, ResourceConfig, StageResources, TaskConfig, load_config_pair,
+    GraphStoreStorageConfig, InferencerConfig, ResourceConfig, StageResources, TaskConfig,
+    TrainerConfig, load_config_pair,
 )
+from graphstore.run_paths import RunPaths
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.env import ClusterTopology
 
 Stage = Literal["train", "infer"]
+STAGES: tuple[Stage, ...] = ("train", "infer")
+"""The graph-store stages, in pipeline order (``--stage`` values)."""
+
+
+def _check_stage(stage: str) -> Stage:
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+    return stage  # type: ignore[return-value]
+
+
+def stage_resources(resources: ResourceConfig, stage: str) -> StageResources:
+    """The resources of ``stage``: ``resources.trainer`` for train, ``resources.inferencer`` for
+    infer (ValueError for any other stage)."""
+    return resources.trainer if _check_stage(stage) == "train" else resources.inferencer
+
+
+def stage_section(task: TaskConfig, stage: str) -> TrainerConfig | InferencerConfig:
+    """The task config's section of ``stage``: ``task.trainer`` (``trainerConfig``) for train,
+    ``task.inferencer`` (``inferencerConfig``) for infer (ValueError for any other stage). Its
+    ``command`` runs on compute machines, its ``storage.command`` on storage machines."""
+    return task.trainer if _check_stage(stage) == "train" else task.inferencer
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
     """The four arguments every graph-store command receives."""
     parser.add_argument("--task-config", required=True, help="frozen task config YAML")
     parser.add_argument("--resource-config", required=True, help="frozen resource config YAML")
-    parser.add_argument("--stage", required=True, choices=("train", "infer"))
+    parser.add_argument("--stage", required=True, choices=STAGES)
     parser.add_argument("--run-dir", required=True, help="run folder (local path or gs:// prefix)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class StageContext:
+    """What one graph-store process knows: the frozen configs, its stage (train or infer) and
+    its run folder (local path or gs:// prefix; its layout is :attr:`paths`)."""
+
     task: TaskConfig
     resources: ResourceConfig
     stage: Stage
@@ -66,18 +93,23 @@ class StageContext:
 
     @property
     def stage_resources(self) -> StageResources:
-        return self.resources.trainer if self.stage == "train" else self.resources.inferencer
+        """This stage's resources (:func:`stage_resources`)."""
+        return stage_resources(self.resources, self.stage)
 
     @property
     def storage(self) -> GraphStoreStorageConfig:
-        return self.task.trainer.storage if self.stage == "train" else self.task.inferencer.storage
+        """This stage's storage side (:func:`stage_section`'s ``storage``)."""
+        return stage_section(self.task, self.stage).storage
+
+    @property
+    def paths(self) -> RunPaths:
+        """The run folder's layout (graphstore.run_paths)."""
+        return RunPaths(self.run_dir)
 
     @property
     def shards_uri(self) -> str:
-        return uris.join(self.run_dir, "shards")
-
-    def path(self, *parts: str) -> str:
-        return uris.join(self.run_dir, *parts)
+        """``paths.shards``: the shard set storage (or a colocated machine) loads."""
+        return self.paths.shards
 
 
 def stage_main(prog: str, description: str, role: str,

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 from graphstore.config import load_config_pair
+from graphstore.run_paths import RunPaths
+from graphstore.stage import STAGES
 from pipeline.launch import LaunchFailed, LaunchInterrupted, LaunchResult, launch_stage
 
 
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task-config", required=True, metavar="PATH", help="task config YAML")
     parser.add_argument("--resource-config", required=True, metavar="PATH",
                         help="resource config YAML (the stage must use local_graph_store_config)")
-    parser.add_argument("--stage", required=True, choices=("train", "infer"),
+    parser.add_argument("--stage", required=True, choices=STAGES,
                         help="train: trainerConfig commands; infer: inferencerConfig commands")
     parser.add_argument("--run-dir", metavar="DIR", default=None,
                         help="run folder; logs go to DIR/logs/<stage>/ "
@@ -48,7 +50,7 @@ def default_run_dir() -> Path:
 def summary(result: LaunchResult) -> str:
     """One line: ``stage train ok: 4 processes (2 storage, 2 compute) in 3.1 s; logs in DIR``."""
     storage = sum(p.spec.role == "storage" for p in result.processes)
-    logs = result.run_dir / "logs" / result.stage
+    logs = RunPaths(str(result.run_dir)).logs(result.stage)
     return (f"stage {result.stage} ok: {len(result.processes)} processes ({storage} storage, "
             f"{len(result.processes) - storage} compute) in {result.seconds:.1f} s; logs in {logs}")
 

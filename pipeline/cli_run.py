@@ -28,6 +28,7 @@ from typing import Iterator, TextIO
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.run_paths import RunPaths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,17 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
     """A run that starts after ``partition`` must find the earlier stages' outputs."""
-    from graphstore import uris
-
     from graphstore.shards.reader import is_complete
 
-    needs = {"train": "shards", "infer": "checkpoint/model.pt", "export": "config/task.yaml"}
-    need = needs.get(stages[0])
-    found = need and (is_complete(uris.join(run_dir, need)) if need == "shards"
-                      else uris.exists(uris.join(run_dir, need)))
+    paths = RunPaths(run_dir)
+    need = {"train": paths.shards, "infer": paths.model, "export": paths.task_config}.get(stages[0])
+    found = need and (is_complete(need) if need == paths.shards else uris.exists(need))
     if need and not found:
-        raise UsageError(f"--start-at {stages[0]} needs {uris.join(run_dir, need)} from an "
-                         "earlier run: give that run's --run-id (and --run-root)")
+        raise UsageError(f"--start-at {stages[0]} needs {need} from an earlier run: give that "
+                         "run's --run-id (and --run-root)")
 
 
 def _record_line(r: dict) -> str:
@@ -86,10 +84,10 @@ def _record_line(r: dict) -> str:
     return f"  {r['stage']:<9} {r['status']:<6} {r.get('seconds', 0):>6.1f} s  {extra}".rstrip()
 
 
-def _summary(run_dir: str, stages: tuple[str, ...], seconds: float) -> list[str]:
+def _summary(run_dir: str, run_id: str, stages: tuple[str, ...], seconds: float) -> list[str]:
     from pipeline.stages import read_records
 
-    lines = [f"run {uris.basename(run_dir)}: {', '.join(stages)} in {seconds:.1f} s"]
+    lines = [f"run {run_id}: {', '.join(stages)} in {seconds:.1f} s"]
     return lines + [_record_line(r) for r in read_records(run_dir)]
 
 
@@ -140,8 +138,9 @@ def _quiet_kfp(log_path: str, run_dir: str) -> Iterator[None]:
             root.setLevel(level)
 
 
-def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
-    """Top-5 neighbours of the first node of the first exported type (from the warehouse)."""
+def _neighbours(run_dir: str, run_id: str, task, project: str | None) -> list[str]:
+    """Top-5 neighbours of the first node of the first exported type in ``run_id``'s rows (from
+    the warehouse)."""
     from graphstore.export import open_warehouse
     from graphstore.export.names import table_name
 
@@ -150,7 +149,6 @@ def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
     node_type = task.inferencer.node_types[0]
     warehouse = open_warehouse(task, run_dir, project)
     table = table_name(task.export.table_prefix, node_type)
-    run_id = uris.basename(run_dir)
     first = warehouse.first_node_id(table, run_id)
     among = table
     sup = task.supervision_edge_types[0] if task.supervision_edge_types else None
@@ -165,6 +163,8 @@ def _neighbours(run_dir: str, task, project: str | None) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from graphstore.config import load_config_pair
     from graphstore.run_ids import check_run_id, new_run_id
+    from graphstore.stage import STAGES as GRAPH_STORE_STAGES
+    from graphstore.stage import stage_resources
     from pipeline.stages import STAGES, check_run_folder, dump_yaml, stage_range
 
     stages = stage_range(args.start_at or STAGES[0], args.stop_after)
@@ -172,13 +172,13 @@ def run(args: argparse.Namespace) -> int:
     if args.run_id is not None:
         check_run_id(args.run_id, "--run-id")
     task, res = load_config_pair(args.task_config, args.resource_config, tuple(args.overrides))
-    for stage, stage_res in (("train", res.trainer), ("infer", res.inferencer)):
-        if stage in stages and stage_res.kind != "local":
+    for stage in GRAPH_STORE_STAGES:
+        if stage in stages and stage_resources(res, stage).kind != "local":
             raise UsageError(f"{args.resource_config}: the {stage} stage has Vertex AI resources; "
                              "`pipeline run` needs a local resource config (submit runs on Vertex)")
     run_root = args.run_root if uris.is_gcs(args.run_root) else os.path.abspath(args.run_root)
     run_id = args.run_id or new_run_id()
-    run_dir = uris.join(run_root, run_id)
+    run_dir = RunPaths.of_run(run_root, run_id).run_dir
     check_run_folder(run_dir, resume=resume)  # fail fast; the freeze task claims it atomically
     _check_resume(run_dir, stages)
     from kfp import local
@@ -208,11 +208,12 @@ def run(args: argparse.Namespace) -> int:
             raise RuntimeFailure(f"pipeline run {run_id} failed: {exc}") from None
         r = failed[0]
         tail = "\n".join(r.get("error", "").splitlines()[-25:])
-        print("\n".join(_summary(run_dir, stages, time.perf_counter() - t0)), file=sys.stderr)
+        print("\n".join(_summary(run_dir, run_id, stages, time.perf_counter() - t0)),
+              file=sys.stderr)
         raise RuntimeFailure(f"stage {r['stage']} failed after {r['seconds']} s "
                              f"(run {run_id}; resume with --run-id {run_id} --start-at "
                              f"{r['stage']}):\n{tail}") from None
-    print("\n".join(_summary(run_dir, stages, time.perf_counter() - t0)), flush=True)
+    print("\n".join(_summary(run_dir, run_id, stages, time.perf_counter() - t0)), flush=True)
     if "export" in stages:
-        print("\n".join(_neighbours(run_dir, task, res.shared.project)), flush=True)
+        print("\n".join(_neighbours(run_dir, run_id, task, res.shared.project)), flush=True)
     return 0

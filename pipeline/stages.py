@@ -1,14 +1,11 @@
 """What each pipeline task does: the bodies of the DAG's components (pipeline/dag.py) call these.
 
-Run folder of one pipeline run (``<runRoot>/<run_id>/``)::
-
-    config/task.yaml, config/resource.yaml   the frozen configs (placeholders resolved)
-    config/run.json                          run_id, run_date, run_time, started_at
-    shards/ checkpoint/ embeddings/ export/  the stages' outputs (graphstore.stage)
-    logs/<stage>/...                         graph-store process logs (local launcher)
-    _stages/<stage>.json                     one record per task: {stage, status, ...};
-                                             status running from its start, then ok or
-                                             failed with seconds (and error)
+Run folder of one pipeline run: ``<runRoot>/<run_id>/``, laid out by
+graphstore.run_paths.RunPaths (frozen configs and the run record ``config/run.json`` in
+``config/``, the stages' outputs, process logs, and ``_stages/<name>.json``: one record per task,
+``{stage, status, ...}``, status running from its start, then ok or failed with seconds and
+error). The run id of a run folder is read from its run record, never from its name
+(graphstore.run_paths.read_run_id).
 
 Placeholders (scheduled retraining): ``{run_id}``, ``{run_date}`` (YYYY-MM-DD, UTC) and
 ``{run_time}`` (HHMMSS) anywhere in a config value are replaced when the run starts, and the
@@ -34,31 +31,29 @@ from graphstore import uris
 from graphstore.config import load_config_pair
 from graphstore.errors import GraphstoreError, UsageError
 from graphstore.run_ids import check_run_id, new_run_id
+from graphstore.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
+from graphstore.stage import stage_resources, stage_section
 
 log = logging.getLogger(__name__)
 STAGES = ("partition", "train", "infer", "export")
 PLACEHOLDERS = ("{run_id}", "{run_date}", "{run_time}")
 
 
-RUN_RECORD = ("config", "run.json")
-"""A run folder's claim: created exclusively by the run that owns the folder (run id, date, time,
-started_at); later stages and resumed runs read it, nobody overwrites it."""
+# RUN_RECORD (defined in graphstore.run_paths, kept importable from here): a run folder's claim,
+# created exclusively by the run that owns the folder (run id, date, time, started_at); later
+# stages and resumed runs read it, nobody overwrites it.
 
 
 def check_run_folder(run_dir: str, *, resume: bool) -> dict | None:
     """The run record of ``run_dir`` when it holds a run that may be resumed, None when the
     folder is free; UsageError when it holds another run and ``resume`` is off, or holds files
     that are not a run of ours (nothing is written here)."""
-    record_uri = uris.join(run_dir, *RUN_RECORD)
-    if uris.exists(record_uri):
-        try:
-            record = json.loads(uris.read_text(record_uri))
-        except (ValueError, UnicodeDecodeError):
-            raise UsageError(f"{record_uri} is not a run record (not JSON); choose another "
-                             "--run-id") from None
+    record = read_run_record(run_dir)
+    if record is not None:
         if not resume:
-            raise UsageError(f"run folder {run_dir} already holds run {uris.basename(run_dir)} "
-                             f"(started {record.get('started_at', '?')}); resume it with "
+            raise UsageError(f"run folder {run_dir} already holds run "
+                             f"{str(record.get('run_id', '?'))[:80]} (started "
+                             f"{str(record.get('started_at', '?'))[:40]}); resume it with "
                              "--start-at <stage>, or choose another --run-id")
         return record
     if uris.list_names(run_dir) or uris.list_dirs(run_dir):
@@ -72,11 +67,11 @@ def claim_run_folder(run_root: str, run_id: str, record: dict, *, resume: bool) 
     a concurrent run, local and gs://). Returns the record in force: ``record`` when this call
     created it, the existing one when ``resume`` allows reusing the folder; UsageError otherwise
     (see :func:`check_run_folder`)."""
-    run_dir = uris.join(run_root, run_id)
+    run_dir = RunPaths.of_run(run_root, run_id).run_dir
     existing = check_run_folder(run_dir, resume=resume)
     if existing is not None:
         return existing
-    if uris.create_exclusive(uris.join(run_dir, *RUN_RECORD), json.dumps(record, indent=1)):
+    if uris.create_exclusive(RunPaths(run_dir).run_record, json.dumps(record, indent=1)):
         return record
     return check_run_folder(run_dir, resume=resume) or record  # lost a race: the same rule
 
@@ -100,8 +95,9 @@ def stage_range(start_at: str, stop_after: str) -> tuple[str, ...]:
 
 
 def config_paths(run_dir: str) -> tuple[str, str]:
-    """URIs of the frozen task and resource configs of a run."""
-    return uris.join(run_dir, "config", "task.yaml"), uris.join(run_dir, "config", "resource.yaml")
+    """URIs of the frozen task and resource configs of a run (RunPaths)."""
+    paths = RunPaths(run_dir)
+    return paths.task_config, paths.resource_config
 
 
 def load_frozen(run_dir: str):
@@ -153,7 +149,7 @@ def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
             texts, task = _resolve_and_validate((task_yaml, resource_yaml), kept)
         run_id = candidate
         break
-    run_dir = uris.join(run_root, run_id)
+    run_dir = RunPaths.of_run(run_root, run_id).run_dir
     for uri, text in zip(config_paths(run_dir), texts):
         uris.write_text(uri, text)
     node_types = list(task.inferencer.node_types) if task.inferencer else []
@@ -165,7 +161,7 @@ def recorded(run_dir: str, stage: str, name: str | None = None, **fields) -> Ite
     """Time a task and write ``_stages/<name>.json``: status running when it starts, then ok or
     failed (with the error) when it ends."""
     record: dict = {"stage": stage, "status": "running", **fields}
-    path = uris.join(run_dir, "_stages", f"{name or stage}.json")
+    path = RunPaths(run_dir).stage_record(name or stage)
     uris.write_text(path, json.dumps(record, indent=1))  # what is running now (a crash leaves it)
     t0 = time.perf_counter()
     try:
@@ -185,7 +181,7 @@ def run_partition(run_dir: str) -> None:
 
     task, res = load_frozen(run_dir)
     with recorded(run_dir, "partition") as record:
-        shards = uris.join(run_dir, "shards")  # a new version; the old one stays until it is
+        shards = RunPaths(run_dir).shards  # a new version; the old one stays until it is
         manifest = partition_graph(task, num_partitions=task.dataset.partition.num_partitions
                                    or res.num_partitions, output_uri=shards)
         record.update(partitions=manifest.num_partitions,
@@ -199,8 +195,8 @@ def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
 
     task_path, res_path = config_paths(run_dir)
     task, res = load_frozen(run_dir)
-    stage_res = res.trainer if stage == "train" else res.inferencer
-    sessions = len(task.inferencer.node_types) if stage == "infer" else 1
+    stage_res = stage_resources(res, stage)
+    sessions = stage_section(task, stage).storage.storage_args.num_server_sessions
     timeout_s = task.runtime.session_timeout_s * sessions
     with recorded(run_dir, stage) as record:
         if stage_res.kind == "vertex":
@@ -208,7 +204,7 @@ def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
 
             job = vertex.custom_job(task, res, stage, image, task_config_uri=task_path,
                                     resource_config_uri=res_path, run_dir=run_dir,
-                                    display_name=f"{uris.basename(run_dir)}-{stage}")
+                                    display_name=f"{read_run_id(run_dir)}-{stage}")
             vertex.run_custom_job(job, res, timeout_s)
             record.update(custom_job=job.resource_name)
         else:
@@ -220,7 +216,7 @@ def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
                 raise GraphstoreError(str(exc)) from None
             record.update(processes=len(result.processes))
         if stage == "train":
-            metrics = json.loads(uris.read_text(uris.join(run_dir, "checkpoint", "metrics.json")))
+            metrics = json.loads(uris.read_text(RunPaths(run_dir).metrics))
             record["metrics"] = metrics.get("test", {})
     return record
 
@@ -238,9 +234,9 @@ def run_export(run_dir: str, node_type: str) -> dict:
 
 def read_records(run_dir: str) -> list[dict]:
     """Every ``_stages/*.json`` record of a run, in stage order."""
-    folder = uris.join(run_dir, "_stages")
-    records = [json.loads(uris.read_text(uris.join(folder, name)))
-               for name in uris.list_names(folder) if name.endswith(".json")]
+    paths = RunPaths(run_dir)
+    records = [json.loads(uris.read_text(uris.join(paths.stage_records, name)))
+               for name in uris.list_names(paths.stage_records) if name.endswith(".json")]
     return sorted(records, key=lambda r: (STAGES.index(r["stage"]), r.get("node_type", "")))
 
 

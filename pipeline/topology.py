@@ -29,6 +29,7 @@ from graphstore.env import (
     STORAGE_POOL, WORLD_SIZE, Role, split_address,
 )
 from graphstore.errors import UsageError
+from graphstore.stage import stage_section
 
 Layout = tuple["Pool", "Pool", "Pool"]
 
@@ -141,7 +142,7 @@ def role_commands(task: TaskConfig, stage: str) -> dict[Role, tuple[str, str]]:
     """role -> (dotted config key, command) of ``stage``: the stage's ``command`` runs on compute
     machines, its ``graphStoreStorageConfig.command`` on storage machines."""
     key = STAGE_CONFIG_KEYS[stage]
-    section = task.trainer if stage == "train" else task.inferencer
+    section = stage_section(task, stage)
     return {"storage": (f"{key}.graphStoreStorageConfig.command", section.storage.command),
             "compute": (f"{key}.command", section.command)}
 

@@ -18,9 +18,8 @@ from typing import Any
 
 from graphstore.config import ResourceConfig, StageResources, TaskConfig
 from graphstore.errors import UsageError
+from graphstore.stage import stage_resources
 from pipeline import topology
-
-STAGE_RESOURCES = {"train": "trainer", "infer": "inferencer"}
 
 
 def _pool_spec(machine_type: str, gpu_type: str, gpu_count: int, replicas: int, image: str,
@@ -72,7 +71,7 @@ def custom_job(task: TaskConfig, res: ResourceConfig, stage: str, image: str, *,
     from google.cloud import aiplatform
 
     project, region = _gcp(res)
-    stage_res = getattr(res, STAGE_RESOURCES[stage])
+    stage_res = stage_resources(res, stage)
     specs = worker_pool_specs(task, stage_res, stage, image, task_config_uri=task_config_uri,
                               resource_config_uri=resource_config_uri, run_dir=run_dir)
     return aiplatform.CustomJob(

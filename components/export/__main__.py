@@ -3,7 +3,8 @@
     python -m components.export --task-config T --run-dir D [--run-id ID] [--node-type NT ...]
 
 Needs the infer stage's ``<run-dir>/embeddings/<node_type>/_SUCCESS``; the run id defaults to the
-run folder's name; the warehouse comes from ``exportConfig``. A local ``--run-dir`` that does not
+run folder's (``<run-dir>/config/run.json``, else the folder's name: graphstore.run_paths); the
+warehouse comes from ``exportConfig``. A local ``--run-dir`` that does not
 exist and a ``--node-type`` outside ``graphMetadata.nodeTypes`` exit 2; missing embeddings in an
 existing run folder exit 1. Order of work and guarantees:
 graphstore/export/__init__.py. Prints one line per node type (rows loaded, table).
@@ -25,7 +26,8 @@ def main() -> int:
                         help="resource config YAML (its common_compute_config.project is BigQuery's "
                              "project when exportConfig.bigqueryProject is not set)")
     parser.add_argument("--run-dir", required=True, help="run folder (local path or gs:// prefix)")
-    parser.add_argument("--run-id", help="run id stored with the rows (default: run folder name)")
+    parser.add_argument("--run-id", help="run id stored with the rows (default: the run_id of "
+                        "<run-dir>/config/run.json, else the run folder's name)")
     parser.add_argument("--node-type", action="append", dest="node_types",
                         help="export only this node type (repeatable; default: inferencerConfig.nodeTypes)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -9,6 +9,9 @@ For each node type (default: ``inferencerConfig.nodeTypes``), in that order:
      a load job from ``<run-dir>/export/<node_type>/rows.parquet`` on gs:// when the run folder
      is there, else from the local file);
   3. the loaded count is checked against the marker's and reported.
+The run id stored with the rows is the one given, else the run folder's
+(graphstore.run_paths.read_run_id: ``config/run.json``, or the name of a folder without one);
+paths follow graphstore.run_paths.RunPaths.
 A node type that fails stops the stage; node types already loaded stay loaded (each is complete).
 This package imports neither torch nor GLT (the pipeline process runs it).
 """
@@ -29,6 +32,7 @@ from graphstore.export.bigquery_warehouse import BigQueryWarehouse
 from graphstore.export.local_warehouse import LocalWarehouse
 from graphstore.export.names import check_run_id, table_name
 from graphstore.export.rows import build_rows
+from graphstore.run_paths import EXPORT_ROWS, RunPaths, read_run_id
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +43,6 @@ class Exported:
     table: str
     rows: int
     where: str  # the warehouse file or dataset
-
-
-def default_run_id(run_dir: str) -> str:
-    """A run's id: the name of its run folder."""
-    return uris.basename(run_dir.rstrip("/"))
 
 
 def local_warehouse_folder(task: TaskConfig, run_dir: str) -> str:
@@ -88,7 +87,7 @@ def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
                before_swap=None) -> list[Exported]:
     """Export every node type (see module docs); returns one entry per node type, in order.
     ``before_swap(node_type)`` is a test hook run between staging and the swap."""
-    run_id = check_run_id(run_id or default_run_id(run_dir))
+    run_id = check_run_id(run_id) if run_id else read_run_id(run_dir)
     if task.inferencer is None and not node_types:
         raise UsageError("no node types to export: give --node-type or an inferencerConfig")
     types = list(node_types or task.inferencer.node_types)
@@ -97,21 +96,22 @@ def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
         raise UsageError(f"node type {unknown[0]!r} is not in graphMetadata.nodeTypes "
                          f"({', '.join(task.graph_metadata.node_types)})")
     cfg = task.export
+    paths = RunPaths(run_dir)
     warehouse = open_warehouse(task, run_dir, project)
     done = []
     with tempfile.TemporaryDirectory(prefix="export-") as tmp:
         for node_type in types:
             t0 = time.perf_counter()
             table = table_name(cfg.table_prefix, node_type)
-            folder = (os.path.join(tmp, node_type) if uris.is_gcs(run_dir)
-                      else os.path.join(run_dir, "export", node_type))
+            out_path = (os.path.join(tmp, node_type, EXPORT_ROWS) if uris.is_gcs(run_dir)
+                        else paths.export_rows(node_type))
             rows = build_rows(run_dir, node_type, run_id=run_id, model_version=cfg.model_version,
-                              out_path=os.path.join(folder, "rows.parquet"))
+                              out_path=out_path)
             hook = None if before_swap is None else (lambda nt=node_type: before_swap(nt))
             source = None
             if isinstance(warehouse, BigQueryWarehouse) and uris.is_gcs(run_dir):
                 # the production path: BigQuery's load job reads the rows file from gs://
-                source = uris.join(run_dir, "export", node_type, "rows.parquet")
+                source = paths.export_rows(node_type)
                 uris.put_file(rows.path, source)
             loaded = warehouse.load_run(table, rows, run_id, source_uri=source, before_swap=hook)
             log.info("export %s: %d rows (dim %d) -> %s table %s, run %s, in %.1f s", node_type,

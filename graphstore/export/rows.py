@@ -1,8 +1,9 @@
 """Warehouse rows of one node type: embeddings joined back to raw ids, in the table's schema.
 
 Input: ``<run-dir>/embeddings/<node_type>/`` (the inferencer's Parquet shards and ``_SUCCESS``
-marker; graphstore.inference) and the shard set's ``id_map/<node_type>.parquet``. Output: one
-Parquet file with the warehouse schema (DESIGN §6), the only thing a warehouse loads::
+marker; graphstore.inference) and the shard set (``<run-dir>/shards``, graphstore.run_paths)'s
+``id_map/<node_type>.parquet``. Output: one Parquet file with the warehouse schema
+(docs/architecture.md), the only thing a warehouse loads::
 
     node_id        the raw id, STRING or INT64 as the input had it
     node_type      STRING
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from graphstore import uris
 from graphstore.errors import RuntimeFailure
+from graphstore.run_paths import RunPaths
 
 TABLE_COLUMNS = ("node_id", "node_type", "embedding", "model_version", "run_id", "created_at")
 
@@ -61,7 +63,7 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
                 raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
                                      "rerun the infer stage")
             files.append(uris.localize(uri, tmp))
-        id_map = ShardSet.open(uris.join(run_dir, "shards"), workdir=tmp).id_map(node_type)
+        id_map = ShardSet.open(RunPaths(run_dir).shards, workdir=tmp).id_map(node_type)
         con = duckdb.connect()
         con.register("id_map", id_map)
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)

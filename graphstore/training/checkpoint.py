@@ -1,5 +1,9 @@
-"""The checkpoint format of the default trainer (``<run-dir>/checkpoint/model.pt``), its writer and
-its reader. Nothing read here is unpickled as Python objects (DESIGN §7).
+"""The checkpoint format of the default trainer, its writer and its reader. Nothing read here is
+unpickled as Python objects (docs/architecture.md, data safety).
+
+Where it lives: ``RunPaths(run_dir).model`` (graphstore.run_paths: ``<run-dir>/checkpoint/model.pt``)
+unless ``inferencerConfig.inferencerArgs.checkpoint`` names another file; the functions here take
+the file's URI and know nothing else of the run folder.
 
 Format (``schema_version`` 2): one file written by ``torch.save`` holding one dict with exactly
 these keys, every value a tensor, a number, a string, ``None`` or a list / tuple / dict of those:
@@ -36,6 +40,7 @@ import torch
 
 from graphstore import uris
 from graphstore.errors import UsageError
+from graphstore.run_paths import CHECKPOINT_MODEL
 
 FORMAT = "graphstore-checkpoint"
 SCHEMA_VERSION = 2
@@ -66,7 +71,7 @@ def write_checkpoint(uri: str, *, state_dict: Mapping[str, torch.Tensor],
                "metadata": json.dumps(metadata, sort_keys=True), "state_dict": dict(state_dict),
                "optimizer": None if optimizer is None else dict(optimizer)}
     with tempfile.TemporaryDirectory(prefix="ckpt-") as tmp:
-        local = os.path.join(tmp, "model.pt")
+        local = os.path.join(tmp, CHECKPOINT_MODEL)
         torch.save(payload, local)
         uris.put_file(local, uri)
 

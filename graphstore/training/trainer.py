@@ -33,6 +33,7 @@ import torch.distributed as dist
 from graphstore import uris
 from graphstore.env import ClusterTopology
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
+from graphstore.run_paths import CHECKPOINT_METRICS, CHECKPOINT_MODEL
 from graphstore.stage import StageContext
 from graphstore.training.args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
@@ -52,17 +53,17 @@ def _save(ckpt_uri: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, 
           metrics: dict) -> None:
     """``model.pt`` then ``metrics.json`` into the checkpoint folder (local or gs://); each lands
     whole (uris.put_file: rename locally, one object upload on GCS)."""
-    write_checkpoint(uris.join(ckpt_uri, "model.pt"), state_dict=model.state_dict(),
+    write_checkpoint(uris.join(ckpt_uri, CHECKPOINT_MODEL), state_dict=model.state_dict(),
                      optimizer=optimizer.state_dict(), model_config=cfg.to_dict(), step=step,
                      num_neighbors=list(args.num_neighbors))
-    uris.write_text(uris.join(ckpt_uri, "metrics.json"), json.dumps(metrics, indent=1))
+    uris.write_text(uris.join(ckpt_uri, CHECKPOINT_METRICS), json.dumps(metrics, indent=1))
 
 
 def resume_checkpoint(ckpt_dir: str) -> Checkpoint | None:
     """The checkpoint a run resumes from (``<ckpt_dir>/model.pt``), or None when there is none.
 
     Raises UsageError naming the file when it is not a graphstore checkpoint this version reads."""
-    uri = uris.join(ckpt_dir, "model.pt")
+    uri = uris.join(ckpt_dir, CHECKPOINT_MODEL)
     if not uris.exists(uri):
         return None
     return read_checkpoint(uri, fix="move it away (or use another --run-dir) to train from scratch")
@@ -180,7 +181,7 @@ def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
-    resume = resume_checkpoint(ctx.path("checkpoint"))  # likewise
+    resume = resume_checkpoint(ctx.paths.checkpoint)  # likewise
     info = agree_on_cluster(ctx, topology)
     local = None
     if info.colocated:
@@ -190,6 +191,6 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = [str(e) for e in ctx.task.supervision_edge_types]
     # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
-    spawn_workers(_worker, (info, args, ctx.path("checkpoint"), local, order, resume),
+    spawn_workers(_worker, (info, args, ctx.paths.checkpoint, local, order, resume),
                   info.num_processes_per_compute, first_rank=info.compute_rank(0))
     return 0

@@ -141,7 +141,7 @@ def main() -> int:
                             timeout=datetime.timedelta(seconds=120))
     info = get_graph_store_info(ctx, topology)
     dist.destroy_process_group()
-    out_dir = ctx.path("probe")
+    out_dir = os.path.join(ctx.run_dir, "probe")  # a file of this probe, not of the layout
     os.makedirs(out_dir, exist_ok=True)
     local = None
     if info.colocated:  # seed 000: the partition is built once per machine, before spawning
