@@ -224,6 +224,8 @@ def end_all(running: Sequence[Running], launch_id: str,
         return 0
     _signal_all(pgids, alive, signal.SIGTERM)
     still = _wait_gone(alive, term_grace_s)
+    known = {p.pid for p in alive}  # and whatever they started meanwhile
+    still += [p for p in _run_members(pgids, launch_id) if p.pid not in known and _alive(p)]
     if still:
         log.warning("pids=%s ignored SIGTERM for %.0f s; sending SIGKILL",
                     [p.pid for p in still], term_grace_s)
