@@ -9,7 +9,8 @@ The launcher (or Vertex AI) appends ``--task-config --resource-config --stage --
 the cluster environment; storage processes serve the shards under ``<run-dir>/shards``. This script
 reads ``trainerConfig.trainerArgs.max_steps`` (default 20), trains a one-layer heterogeneous
 GraphSAGE link predictor on the first supervision edge type with in-batch + random negatives, and
-rank 0 writes ``<run-dir>/example_result.json`` with the losses.
+rank 0 writes ``<run-dir>/example_result.json`` with the losses. It uses only the public API:
+names imported from the ``graphstore`` package root (tests/unit/test_architecture.py checks).
 """
 
 import json
@@ -22,10 +23,9 @@ import torch.nn.functional as F
 from torch_geometric.nn import HeteroConv, SAGEConv
 
 from graphstore import (
-    DistABLPLoader, DistNeighborLoader, GraphStoreInfo, RemoteDistDataset, get_graph_store_info,
-    init_compute_process, shutdown_compute_process,
+    DistABLPLoader, DistNeighborLoader, GraphStoreInfo, RemoteDistDataset, StageContext,
+    finish_epoch, get_graph_store_info, init_compute_process, shutdown_compute_process,
 )
-from graphstore.stage import StageContext
 
 
 class Model(torch.nn.Module):
@@ -48,7 +48,7 @@ def run_worker(local_rank: int, cluster_info: GraphStoreInfo, max_steps: int, ou
     dataset = RemoteDistDataset(cluster_info, local_rank)
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
-    supervision_edge_type = tuple(dataset.metadata["supervision_edge_types"][0].split("__"))
+    supervision_edge_type = dataset.metadata.supervision_edge_types[0].as_tuple()
     anchor_node_type, _, label_node_type = supervision_edge_type
     ablp_input = dataset.fetch_ablp_input(split="train", rank=rank, world_size=world_size,
                                           anchor_node_type=anchor_node_type,
@@ -66,9 +66,10 @@ def run_worker(local_rank: int, cluster_info: GraphStoreInfo, max_steps: int, ou
     dist.all_reduce(steps, op=dist.ReduceOp.MIN)
     max_steps = int(steps)
 
-    edge_types = [tuple(k.split("__")) for k in dataset.metadata["edge_types"]]
+    edge_types = dataset.fetch_edge_types()  # GiGL's calls: (src, relation, dst) tuples
+    feature_dims = {t: info.dim for t, info in dataset.fetch_node_feature_info().items()}
     model = torch.nn.parallel.DistributedDataParallel(
-        Model(dataset.metadata["feature_dims"], edge_types), find_unused_parameters=True)
+        Model(feature_dims, edge_types), find_unused_parameters=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
     losses = []
     negatives = iter(negative_loader)
@@ -91,8 +92,6 @@ def run_worker(local_rank: int, cluster_info: GraphStoreInfo, max_steps: int, ou
         optimizer.step()
         losses.append(float(loss))
     # every rank stops after the same number of steps; the rest of the epoch is read, not restarted
-    from graphstore.training.batches import finish_epoch
-
     finish_epoch(main_loader)
     main_loader.shutdown()
     negative_loader.shutdown()

@@ -31,6 +31,9 @@ _LAZY: dict[str, str] = {
     "DistNodeAnchorLinkSplitter": "graphstore.splitter",
     "DistEdgeLinkSplitter": "graphstore.splitter",
     "DistDataset": "graphstore.colocated",
+    "StageContext": "graphstore.stage",
+    "RunPaths": "graphstore.run_paths",
+    "finish_epoch": "graphstore.training.batches",
 }
 
 __all__ = sorted(_LAZY)

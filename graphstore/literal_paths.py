@@ -3,7 +3,7 @@
 DuckDB treats every path it reads (``read_parquet``, ``read_csv``, ``parquet_file_metadata``) as a
 glob pattern: ``*``, ``?`` and ``[...]`` match other files, and a leading ``~`` is the home
 folder. A data folder named ``data*`` would then also read ``data_old``. Our paths are literal
-everywhere (DESIGN §7, data safety), so each one goes through :func:`duckdb_literal` first.
+everywhere (docs/architecture.md, data safety), so each one goes through :func:`duckdb_literal` first.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ LOAD_TIMEOUT_S = 3600.0
 
 
 def schema(node_id_type: str) -> list:
-    """The table schema (DESIGN §6) for raw ids of ``node_id_type`` (``STRING`` or ``INT64``)."""
+    """The table schema (graphstore.export.rows) for raw ids of ``node_id_type`` (``STRING`` or ``INT64``)."""
     from google.cloud import bigquery
 
     F = bigquery.SchemaField
