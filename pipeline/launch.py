@@ -226,8 +226,8 @@ def _failure_text(r: Running, code: str) -> str:
         return f"{_who(r)} failed first with {code}"
     which = (f"{r.spec.label} (rank {r.spec.rank}, pid {stall.pid})" if stall.pid == r.popen.pid
              else f"{_who(r)}: its process pid {stall.pid} ({stall.command[:120]})")
-    return (f"{which} was stopped (SIGSTOP or another stop signal) for {stall.seconds:.0f} s "
-            "(graphStoreRuntimeConfig.heartbeatTimeoutS); ended with " + code)
+    return (f"{which} was stopped (SIGSTOP or another stop signal) for {stall.seconds:.1f} s, "
+            f"graphStoreRuntimeConfig.heartbeatTimeoutS is {stall.limit_s:g} s; ended with {code}")
 
 
 def _install_signal_handlers(stop: threading.Event, received: list[str]) -> Callable[[], None]:
@@ -263,7 +263,8 @@ def _check_stalls(running: Sequence[Running], now: float, stall_s: float) -> Non
             command = " ".join(proc.cmdline())
         except psutil.Error:  # gone meanwhile; the pid still names it
             command = "?"
-        r.stall = Stall(pid=proc.pid, command=command, seconds=seconds, noticed_at=now)
+        r.stall = Stall(pid=proc.pid, command=command, seconds=seconds, limit_s=stall_s,
+                        noticed_at=now)
         log.error("process=%r rank=%d pid=%d stopped for %.0f s (heartbeatTimeoutS %.0f s)",
                   r.spec.label, r.spec.rank, proc.pid, seconds, stall_s)
 

@@ -52,11 +52,13 @@ class ProcessSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Stall:
-    """A process of a run's tree found stopped for ``seconds`` (at ``noticed_at``, monotonic)."""
+    """A process of a run's tree found stopped for ``seconds`` (at ``noticed_at``, monotonic),
+    which is at least ``limit_s``, the longest a process of a run may stay stopped."""
 
     pid: int
     command: str
     seconds: float
+    limit_s: float
     noticed_at: float
 
 
