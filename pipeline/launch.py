@@ -46,6 +46,8 @@ from graphstore import uris
 from graphstore.config import ResourceConfig, TaskConfig
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 from graphstore.ports import free_ports
+from graphstore.run_paths import RunPaths
+from graphstore.stage import stage_resources
 from pipeline import topology
 from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, Stall, end_all
 
@@ -128,8 +130,8 @@ def plan_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage, run
     ``ports``: C + S + 1 free ports: one per machine's CLUSTER_SPEC address (rank order), then
     MASTER_PORT.
     """
-    res_attr = "trainer" if stage == "train" else "inferencer"
-    stage_res = getattr(resources, res_attr)
+    stage_res = stage_resources(resources, stage)
+    res_attr = "trainer" if stage == "train" else "inferencer"  # for the message only
     if stage_res.kind != "local":
         raise UsageError(f"{resources.source_path or 'resource config'}: the {res_attr} stage is "
                          f"{stage_res.kind!r}; use `python -m pipeline submit` for Vertex AI "
@@ -155,7 +157,7 @@ def plan_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage, run
         specs.append(ProcessSpec(
             role=machine.role, role_index=machine.role_index, rank=machine.rank, label=label,
             config_key=key, argv=(*argv, *contract), env={**env, **extra_env},
-            log_path=run_dir / "logs" / stage / f"{machine.role}_{machine.role_index}.log"))
+            log_path=Path(RunPaths(str(run_dir)).logs(stage)) / f"{machine.role}_{machine.role_index}.log"))
     return specs
 
 
@@ -360,7 +362,7 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
     run_uri = str(run_dir) if gcs_run else str(Path(run_dir).resolve())
     run_path = Path(tempfile.mkdtemp(prefix=f"launch-{uris.basename(run_uri)}-")) if gcs_run \
         else Path(run_uri)
-    stage_res = resources.trainer if stage == "train" else resources.inferencer
+    stage_res = stage_resources(resources, stage)
     task_path, res_path = (str(p) if uris.is_gcs(str(p)) else str(Path(p).resolve())
                            for p in (task_config_path, resource_config_path))
     if overrides:
@@ -372,7 +374,7 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
         ports=free_ports(stage_res.num_compute_machines + stage_res.num_storage + 1),
         job_name=f"{uris.basename(run_uri)}-{stage}",
         extra_env=local_env(os.environ, loopback_interface()))
-    log_dir = run_path / "logs" / stage
+    log_dir = Path(RunPaths(str(run_path)).logs(stage))
     log_dir.mkdir(parents=True, exist_ok=True)
     for stale in log_dir.glob("*.log"):
         stale.unlink()
@@ -396,7 +398,7 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
         restore()
         if gcs_run:
             try:
-                uris.upload_tree(str(log_dir), uris.join(run_uri, "logs", stage))
+                uris.upload_tree(str(log_dir), RunPaths(run_uri).logs(stage))
             except GraphstoreError as exc:  # the stage's own outcome matters more
                 log.warning("logs stay in %s: %s", log_dir, exc)
     return _finish(stage, run_path, specs, running, time.monotonic() - start,
@@ -412,7 +414,7 @@ def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: 
                           seconds=seconds, processes=tuple(
         ProcessOutcome(spec=r.spec, pid=r.popen.pid, exit_code=r.popen.returncode)
         for r in running))
-    logs = _shown(run_dir / "logs" / stage)
+    logs = _shown(Path(RunPaths(str(run_dir)).logs(stage)))
     error: LaunchFailed | LaunchInterrupted | None = None
     if ending == "interrupted":
         error = LaunchInterrupted(f"interrupted by {signal_name}; ended {len(pending)} running "
