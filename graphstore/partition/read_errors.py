@@ -23,15 +23,25 @@ import io
 import os
 import re
 import zlib
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterator, Protocol, Sequence, TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from graphstore.errors import InputDataError, RuntimeFailure
 
-if TYPE_CHECKING:  # pragma: no cover
-    from graphstore.partition.sources import Table
+
+
+class Table(Protocol):
+    """What this module needs of an input table (graphstore.partition.sources.Table has it);
+    a protocol, so this module does not import the one that imports it."""
+
+    uri: str
+    path: str
+    fmt: str
+
+    @property
+    def sql_path(self) -> str: ...
 
 MEMORY_KEY = "datasetConfig.partitionConfig.memoryLimitMb"
 CSV_OPTIONS = "header=true, delim=',', quote='\"', escape='\"', auto_detect=true"
