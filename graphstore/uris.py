@@ -153,31 +153,29 @@ def put_file(local_path: str, uri: str) -> None:
 
 def list_names(uri: str) -> list[str]:
     """Sorted names of the files directly under a folder or GCS prefix (empty when missing)."""
-    if not is_gcs(uri):
-        if not os.path.isdir(uri):
-            return []
-        return sorted(n for n in os.listdir(uri) if os.path.isfile(os.path.join(uri, n)))
-    bucket, prefix = split_gcs(uri)
-    prefix = prefix.rstrip("/") + "/" if prefix else ""
-    with _gcs_errors(uri, "listing"):
-        blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/", retry=_retry())
-        return sorted(b.name[len(prefix):] for b in blobs)
+    return _list_children(uri)[0]
 
 
 def list_dirs(uri: str) -> list[str]:
     """Sorted names of the sub-folders directly under a folder or GCS prefix (empty when missing).
     On GCS a "folder" is any prefix followed by ``/`` that has at least one object under it."""
+    return _list_children(uri)[1]
+
+
+def _list_children(uri: str) -> tuple[list[str], list[str]]:
+    """(file names, sub-folder names) directly under ``uri``, each sorted; one GCS listing."""
     if not is_gcs(uri):
         if not os.path.isdir(uri):
-            return []
-        return sorted(n for n in os.listdir(uri) if os.path.isdir(os.path.join(uri, n)))
+            return [], []
+        names = os.listdir(uri)
+        return (sorted(n for n in names if os.path.isfile(os.path.join(uri, n))),
+                sorted(n for n in names if os.path.isdir(os.path.join(uri, n))))
     bucket, prefix = split_gcs(uri)
     prefix = prefix.rstrip("/") + "/" if prefix else ""
     with _gcs_errors(uri, "listing"):
         blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/", retry=_retry())
-        for _ in blobs:  # prefixes are filled in while the pages are read
-            pass
-        return sorted(p[len(prefix):].rstrip("/") for p in blobs.prefixes)
+        files = sorted(b.name[len(prefix):] for b in blobs)  # reading the pages fills prefixes
+        return files, sorted(p[len(prefix):].rstrip("/") for p in blobs.prefixes)
 
 
 def create_exclusive(uri: str, text: str) -> bool:

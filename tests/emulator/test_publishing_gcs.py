@@ -12,48 +12,30 @@ from pathlib import Path
 import pytest
 
 from graphstore import uris
-from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.embeddings import read_success
 from graphstore.shards.publish import MARKER, POINTER
-from graphstore.shards.reader import ShardSet, current_version_uri
+from graphstore.shards.reader import current_version_uri
 from tests.kill_points import REPO, kill_at
+from tests.shard_sets import old_and_new_graphs, partition_argv, verified_files
 
 pytestmark = [pytest.mark.emulator, pytest.mark.timeout(400)]
-TASK = REPO / "configs" / "task_homo.yaml"
-RES = REPO / "configs" / "resource_local.yaml"
 BEFORE_SWITCH = ("shards:version-started", "shards:uploading", "shards:version-complete")
 AFTER_SWITCH = ("shards:switched", "shards:removing-old")
 
 
-def argv(out: str, data: Path) -> list[str]:
-    return ["-m", "components.partition", "--task-config", str(TASK), "--resource-config",
-            str(RES), "--output", out, "--set", f"datasetConfig.dataRootUri={data}"]
-
-
 def run(out: str, data: Path) -> None:
-    proc = subprocess.run([sys.executable, *argv(out, data)], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run([sys.executable, *partition_argv(out, data)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-def verified_files(uri: str, tmp: Path) -> dict:
-    s = ShardSet.open(uri, workdir=str(tmp))
-    for p in range(s.manifest.num_partitions):
-        s.load_partition(p, verify=True)
-    for nt in s.manifest.node_types:
-        s.id_map(nt, verify=True)
-    return {rel: e.sha256 for rel, e in s.manifest.files.items()}
 
 
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("gcs-publish")
     out = {}
-    for name, seed in (("old", 0), ("new", 1)):
-        data = base / f"data_{name}"
-        generate_dataset(DatasetSpec.from_num_edges(3000, kind="homo", seed=seed), str(data))
+    for name, data in old_and_new_graphs(base).items():
         run(str(base / f"ref_{name}"), data)
-        out[name] = (data, verified_files(str(base / f"ref_{name}"), base))
+        out[name] = (data, verified_files(str(base / f"ref_{name}")))
     return out
 
 
@@ -62,7 +44,7 @@ def test_sigkill_at_each_step_of_publishing_to_gcs(bucket, datasets, tmp_path):
     for i, point in enumerate(BEFORE_SWITCH + AFTER_SWITCH):
         out = f"gs://{bucket}/shards{i}"
         run(out, old_data)
-        kill_at(point, argv(out, new_data), tmp_path)
+        kill_at(point, partition_argv(out, new_data), tmp_path)
         expected = old_files if point in BEFORE_SWITCH else new_files
         assert verified_files(out, tmp_path) == expected, point
         run(out, new_data)  # cleans the killed run's objects (its writer pid is gone)

@@ -14,23 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.errors import UsageError
 from graphstore.shards.publish import MARKER, POINTER, ShardRoot
 from graphstore.shards.reader import ShardSet, current_version_uri
 from tests.kill_points import REPO, kill_at
+from tests.shard_sets import old_and_new_graphs, partition_argv, verified_files
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-TASK = REPO / "configs" / "task_homo.yaml"
-RES = REPO / "configs" / "resource_local.yaml"
 BEFORE_SWITCH = ("shards:version-started", "shards:version-complete")
 AFTER_SWITCH = ("shards:switched", "shards:removing-old")
-
-
-def partition_argv(out: str, data: Path) -> list[str]:
-    return ["-m", "components.partition", "--task-config", str(TASK), "--resource-config",
-            str(RES), "--output", out, "--set", f"datasetConfig.dataRootUri={data}"]
 
 
 def partition(out: str, data: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -38,29 +31,15 @@ def partition(out: str, data: Path, cwd: Path = REPO) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=120)
 
 
-def verified_files(uri: str, workdir: Path | None = None) -> dict:
-    """Open the shard set, verify every checksum, and return its manifest's file list."""
-    s = ShardSet.open(uri, workdir=str(workdir) if workdir else None)
-    for p in range(s.manifest.num_partitions):
-        s.load_partition(p, verify=True)
-    for nt in s.manifest.node_types:
-        s.id_map(nt, verify=True)
-        s.partition_book(nt, verify=True)
-    return {rel: entry.sha256 for rel, entry in s.manifest.files.items()}
-
-
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory) -> dict:
     """Two small homogeneous graphs ("old" and "new") and their reference shard files."""
     base = tmp_path_factory.mktemp("publish")
     out = {}
-    for name, seed in (("old", 0), ("new", 1)):
-        data = base / f"data_{name}"
-        generate_dataset(DatasetSpec.from_num_edges(3000, kind="homo", seed=seed), str(data))
-        ref = base / f"ref_{name}"
-        proc = partition(str(ref), data)
+    for name, data in old_and_new_graphs(base).items():
+        proc = partition(str(base / f"ref_{name}"), data)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        out[name] = (data, verified_files(str(ref)))
+        out[name] = (data, verified_files(str(base / f"ref_{name}")))
     assert out["old"][1] != out["new"][1]
     return out
 

@@ -1,0 +1,40 @@
+"""Shared by the shard-publishing tests (local and GCS): two small graphs to partition in turn,
+the partition command line, and a full verification of a published shard set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.shards.reader import ShardSet
+from tests.kill_points import REPO
+
+TASK = REPO / "configs" / "task_homo.yaml"
+RES = REPO / "configs" / "resource_local.yaml"
+
+
+def partition_argv(out: str, data: Path) -> list[str]:
+    """``python`` arguments that partition ``data`` (a homogeneous dataset) into ``out``."""
+    return ["-m", "components.partition", "--task-config", str(TASK), "--resource-config",
+            str(RES), "--output", out, "--set", f"datasetConfig.dataRootUri={data}"]
+
+
+def verified_files(uri: str, workdir: Path | None = None) -> dict[str, str]:
+    """Open the shard set at ``uri``, verify every checksum (partitions, id maps, partition
+    books), and return its manifest's files as {relative path: sha256}."""
+    s = ShardSet.open(uri, workdir=str(workdir) if workdir else None)
+    for p in range(s.manifest.num_partitions):
+        s.load_partition(p, verify=True)
+    for nt in s.manifest.node_types:
+        s.id_map(nt, verify=True)
+        s.partition_book(nt, verify=True)
+    return {rel: entry.sha256 for rel, entry in s.manifest.files.items()}
+
+
+def old_and_new_graphs(base: Path) -> dict[str, Path]:
+    """Two different small homogeneous graphs under ``base``: {"old": folder, "new": folder}."""
+    out = {}
+    for name, seed in (("old", 0), ("new", 1)):
+        out[name] = base / f"data_{name}"
+        generate_dataset(DatasetSpec.from_num_edges(3000, kind="homo", seed=seed), str(out[name]))
+    return out
