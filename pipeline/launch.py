@@ -62,7 +62,9 @@ _PYTHON_NAMES = ("python", "python3")
 
 
 class LaunchFailed(RuntimeFailure):
-    """A process failed or the run timed out (exit 1); ``result`` has every exit code."""
+    """A process failed or the run timed out; ``result`` has every exit code. Exit 1, or 2 when
+    the process that failed first exited 2 (a mistake the user must fix, already named in its
+    log line), so ``pipeline launch`` keeps the exit-code contract of the command it ran."""
 
     result: LaunchResult
 
@@ -432,6 +434,9 @@ def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: 
                              f"{_shown(first.spec.log_path)}:\n" + "\n".join(tail)
                              + ("\nexceptions in the other logs (a cause may be among them):\n"
                                 + "\n".join(elsewhere) if elsewhere else ""))
+    if isinstance(error, LaunchFailed) and first is not None and first.stall is None \
+            and first.popen.returncode == UsageError.exit_code:
+        error.exit_code = UsageError.exit_code
     if error is not None:
         error.result = result
         raise error

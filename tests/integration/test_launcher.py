@@ -191,6 +191,17 @@ def test_processes_that_exit_within_the_grace_keep_their_own_exit_codes(tmp_path
     assert survivors(tmp_path / "run") == []
 
 
+@pytest.mark.parametrize("code,expected", [(2, 2), (3, 1)])
+def test_a_usage_error_of_the_first_failure_is_passed_on(tmp_path: Path, code: int,
+                                                         expected: int) -> None:
+    """A command that exits 2 (a mistake the user must fix) makes the launch exit 2 too; any
+    other failure is a runtime failure (1)."""
+    with pytest.raises(LaunchFailed, match=f"failed first with exit code {code}") as info:
+        launch(tmp_path, f"compute-0=fail:{code},all=hang", failure_grace_s=0.2)
+    assert info.value.exit_code == expected
+    assert survivors(tmp_path / "run") == []
+
+
 def test_overall_timeout_kills_a_hanging_run(tmp_path: Path) -> None:
     start = time.monotonic()
     with pytest.raises(LaunchFailed) as info:
