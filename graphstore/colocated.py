@@ -1,41 +1,47 @@
 """Colocated mode: each compute machine holds one partition itself (no storage processes).
 
-Same shards, same splitter, same loaders as graph-store mode; only where the graph lives differs
-(seed 000: "the same loops also run colocated"). Order, per compute machine:
+Same shards, same splitter, same loaders, same dataset methods as graph-store mode; only where the
+graph lives differs (seed 000: "the same loops also run colocated"). Order, per compute machine:
 
     dataset = DistDataset.from_shards(shards_uri, partition=machine_index, storage_args=...)
     mp.spawn(worker, args=(cluster_info, dataset, ...))   # the partition is shared, not copied
     # in each worker:
     init_compute_process(local_rank, cluster_info)        # GLT worker group + RPC, then the group
-    loader = DistABLPLoader(dataset, ..., input_nodes=dataset.ablp_input("train", ...))
+    loader = DistABLPLoader(dataset, ..., input_nodes=dataset.fetch_ablp_input("train"))
 
-Colocated inputs are ``ABLPInputNodes`` of this machine's anchors (``ablp_input``: the labels of
-one split, which is what a per-edge split needs), or plain tensors (or ``(node_type, tensor)``)
-of ids this machine owns (an ABLP loader then takes every label of those anchors); the ``rank`` /
-``world_size`` arguments slice them among the machine's local processes.
+Every ``fetch_*`` method is the graph-store one (graphstore.graph_dataset), answered in-process by
+this machine's partition: results are keyed by that partition (``machine_index``), and
+``rank`` / ``world_size`` slice it among the machine's local processes (default: this process's
+local rank and the machine's process count), so the machines' processes together get every id
+once. The loaders also take a plain ``Tensor`` (or ``(node_type, Tensor)``) of ids this machine
+owns, or one ``ABLPInputNodes``, as the shortcuts below return.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from graphstore.ablp import ABLPInputNodes
 from graphstore.config import StorageArgs
+from graphstore.dataset_metadata import EdgeTypeLike
 from graphstore.errors import UsageError
-from graphstore.remote_dataset import EdgeTypeLike, edge_type_key
-from graphstore.storage import queries
+from graphstore.graph_dataset import DatasetBase, LoaderOptions
+from graphstore.splitter import Split
+from graphstore.storage import protocol as P
 from graphstore.storage.dataset import StorageState, build_storage_dataset
 
+CPU = torch.device("cpu")
 
-class DistDataset:
+
+class DistDataset(DatasetBase):
     """One machine's partition: the GLT dataset plus splits and labels (see module docs)."""
 
     def __init__(self, glt_dataset: Any, state: StorageState) -> None:
         self.glt = glt_dataset
         self.state = state
+        self._metadata = state.metadata
 
     @classmethod
     def from_shards(cls, shards_uri: str, partition: int, storage_args: StorageArgs) -> "DistDataset":
@@ -46,59 +52,70 @@ class DistDataset:
                                                    storage_args.sample_edge_direction)
         return cls(glt_dataset, state)
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        return queries.metadata(self.state)
+    def open(self, info: Any, local_rank: int) -> "DistDataset":
+        """The colocated :class:`~graphstore.graph_dataset.DatasetSource`: every worker of the
+        machine uses the partition its parent built."""
+        return self
 
     @property
-    def edge_dir(self) -> str:
-        return self.state.edge_dir
+    def input_partitions(self) -> tuple[int, ...]:
+        """This machine's partition only."""
+        return (self.state.partition,)
 
-    @property
-    def is_homogeneous(self) -> bool:
-        return self.state.homogeneous
+    def _ask(self, partition: int, request: P.Request) -> P.Reply:
+        from graphstore import compute
+        from graphstore.storage.service import StorageService
 
-    def _node_type(self, node_type: str | None) -> str:
-        if node_type is None:
-            if len(self.state.node_types) != 1:
-                raise UsageError(f"node_type is required (one of {list(self.state.node_types)})")
-            return self.state.node_types[0]
-        return node_type
+        if partition != self.state.partition:
+            raise UsageError(f"colocated: this machine holds partition {self.state.partition}, "
+                               f"not {partition}")
+        proc = compute.current() if isinstance(request, P.FreePortsRequest) else None
+        host = "127.0.0.1" if proc is None or proc.info.is_local else ""
+        service = StorageService(self.state, self.glt.node_pb, host)
+        return P.check_reply(request, service.answer(request))
 
-    def supervision_key(self, supervision_edge_type: EdgeTypeLike | None) -> str:
-        if supervision_edge_type is None:
-            if len(self.state.supervision) != 1:
-                raise UsageError(f"supervision_edge_type is required (one of {list(self.state.supervision)})")
-            return next(iter(self.state.supervision))
-        return edge_type_key(supervision_edge_type)
+    def _default_share(self) -> tuple[int, int]:
+        from graphstore import compute
 
-    def node_ids(self, node_type: str | None = None, split: str | None = None, rank: int = 0,
+        proc = compute.current()
+        return proc.rank - proc.info.compute_rank(0), proc.info.num_processes_per_compute
+
+    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+                     options: LoaderOptions) -> None:
+        """Sampling inline in the compute process (GLT's collocated worker).
+
+        GLT's multiprocessing sampling workers (``MpDistSamplingWorkerOptions``) stalled here with
+        the sampler blocked sending into a full shared-memory channel while the loader waited on
+        an empty one, when the partition was shared from the machine's parent process; inline
+        sampling does not use that channel.
+        """
+        from graphlearn_torch.distributed import CollocatedDistSamplingWorkerOptions, DistLoader
+
+        from graphstore import compute
+
+        (only,) = inputs
+        proc = compute.current()
+        worker_options = CollocatedDistSamplingWorkerOptions(
+            master_addr=proc.info.storage_cluster_master_ip, master_port=compute.shared_port(proc),
+            rpc_timeout=proc.info.runtime.rpc_timeout_s)
+        DistLoader.__init__(loader, self.glt, only, config, CPU, worker_options)
+
+    # -- colocated shortcuts: this machine's part of the fetch_* results ----------------------------
+    def node_ids(self, node_type: str | None = None, split: Split | None = None, rank: int = 0,
                  world_size: int = 1) -> torch.Tensor:
         """Ids this machine owns (or its anchors of ``split``), slice ``rank`` of ``world_size``."""
-        return queries.node_ids(self.state, rank, world_size, self._node_type(node_type), split)
+        ids = self.fetch_node_ids(rank=rank, world_size=world_size, split=split, node_type=node_type)
+        return ids[self.state.partition]
 
-    def anchor_ids(self, split: str | None, supervision_edge_type: EdgeTypeLike | None = None,
-                   rank: int = 0, world_size: int = 1) -> torch.Tensor:
-        """Anchors of ``split`` this machine owns, slice ``rank`` of ``world_size``."""
-        return self.ablp_input(split, supervision_edge_type, rank, world_size).anchor_nodes
-
-    def ablp_input(self, split: str | None, supervision_edge_type: EdgeTypeLike | None = None,
+    def ablp_input(self, split: Split | None, supervision_edge_type: EdgeTypeLike | None = None,
                    rank: int = 0, world_size: int = 1) -> ABLPInputNodes:
         """Anchors of ``split`` this machine owns (slice ``rank`` of ``world_size``) with their
         positive labels: of that split, for a per-edge split (graphstore.splitter)."""
-        key = self.supervision_key(supervision_edge_type)
-        return queries.ablp_input(self.state, split, rank, world_size, key)
+        inputs = self.fetch_ablp_input(split=split, rank=rank, world_size=world_size,
+                                       supervision_edge_type=supervision_edge_type)
+        return inputs[self.state.partition]
 
-    def positive_pairs(self, label_ids: torch.Tensor,
-                       supervision_edge_type: EdgeTypeLike | None = None) -> torch.Tensor:
-        """``[2, K]`` (anchor, label) pairs of owned anchors, every split, labels in ``label_ids``."""
-        key = self.supervision_key(supervision_edge_type)
-        return queries.positive_pairs_to(self.state, key, label_ids.numpy())
-
-    def labels_for(self, anchors: torch.Tensor, supervision_edge_type: EdgeTypeLike | None) -> torch.Tensor:
-        """``[2, P]`` (anchor, positive label) pairs of owned anchors."""
-        sup = queries.supervision(self.state, self.supervision_key(supervision_edge_type))
-        owned = np.sort(anchors.numpy())
-        if len(owned) and not np.isin(owned, sup.anchors_by_split["all"]).all():
-            raise UsageError("DistABLPLoader: some anchors are not anchors this machine owns")
-        return torch.from_numpy(queries.labels_of(sup, owned))
+    def anchor_ids(self, split: Split | None, supervision_edge_type: EdgeTypeLike | None = None,
+                   rank: int = 0, world_size: int = 1) -> torch.Tensor:
+        """Anchors of ``split`` this machine owns, slice ``rank`` of ``world_size``."""
+        return self.ablp_input(split, supervision_edge_type, rank, world_size).anchor_nodes

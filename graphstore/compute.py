@@ -57,7 +57,7 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
     import torch.distributed as dist
     from torch.distributed import rpc
 
-    from graphstore.storage.server import CLIENT_GROUP, SERVER_GROUP
+    from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
 
     global _CURRENT
     if _CURRENT is not None:

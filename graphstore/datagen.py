@@ -319,20 +319,21 @@ def _write_edges(spec: DatasetSpec, folder: Path, lay: _Layout) -> dict:
     ii_schema = pa.schema([pa.field(ii_cols[0], pa.int64()), pa.field(ii_cols[1], pa.int64())])
     ii_tables = (pa.Table.from_arrays([pa.array(raw[s]), pa.array(raw[t])], schema=ii_schema)
                  for s, t, _ in _edge_chunks(spec, 4, lay.item_comm, lay.targets, spec.num_item_item_edges, True))
-    edges = [("item__similar_to__item" if hetero else "node__links_to__node", "item_item" if hetero else "edges",
-              ii_schema, ii_tables, item_type)]
+    relation = "similar_to" if hetero else "links_to"
+    edges = [(f"{item_type}__{relation}__{item_type}", "item_item" if hetero else "edges",
+              ii_schema, ii_tables, item_type, relation)]
     if lay.user_comm is not None:
         width = len(str(spec.num_users - 1))
         ui_schema = pa.schema([("user_id", pa.string()), ("item_id", pa.int64()), ("weight", pa.float32())])
         ui_tables = (pa.Table.from_arrays([_user_ids(s, width), pa.array(raw[t]),
                                            1.0 - r.random(len(s), dtype=np.float32)], schema=ui_schema)
                      for s, t, r in _edge_chunks(spec, 3, lay.user_comm, lay.targets, spec.num_user_item_edges, False))
-        edges.insert(0, ("user__buys__item", "user_item", ui_schema, ui_tables, "user"))
+        edges.insert(0, ("user__buys__item", "user_item", ui_schema, ui_tables, "user", "buys"))
     summary = {}
-    for edge_type, stem, schema, tables, src_type in edges:
+    for edge_type, stem, schema, tables, src_type, relation in edges:
         count = _write(folder / f"{stem}.{ext}", schema, ext, tables)
         summary[edge_type] = {"count": count, "file": f"{stem}.{ext}", "src_type": src_type,
-                              "relation": edge_type.split("__")[1], "dst_type": item_type,
+                              "relation": relation, "dst_type": item_type,
                               "src_column": schema.names[0], "dst_column": schema.names[1]}
     return summary
 

@@ -2,7 +2,8 @@
 
 Per compute machine (``run_inference``): read the checkpoint (``<run-dir>/checkpoint/model.pt``,
 written by the trainer) -> temporary global group -> ``agree_on_cluster`` -> destroy ->
-(colocated: build this machine's ``DistDataset``) -> for node type k of
+the dataset source (graphstore.graph_dataset.dataset_source; colocated: this machine's
+``DistDataset``, built once) -> for node type k of
 ``inferencerConfig.nodeTypes``, in that order: spawn one worker per local process against
 storage session k; the storage side serves exactly one session per node type (derived).
 
@@ -10,8 +11,9 @@ Per worker (``_worker``), for its node type:
   1. ``init_compute_process``; global rank 0 names this attempt's folder
      (``attempt-<UTC>-<hex>``, graphstore.embeddings) and broadcasts it: every rank writes only
      there, so the previous ``_SUCCESS`` and its files stay valid until step 4 replaces it;
-  2. node ids fetched for this rank (graph store: a contiguous slice of every storage rank's
-     owned ids; colocated: a slice of this machine's), ``DistNeighborLoader``, eval mode, no grad;
+  2. this rank's share of the node ids (``fetch_node_ids``; graph store: a contiguous slice of
+     every storage rank's owned ids; colocated: a slice of this machine's),
+     ``DistNeighborLoader``, eval mode, no grad;
   3. each rank writes ``<attempt>/part-<rank>-of-<world>.parquet`` (columns ``int_id`` int64,
      ``embedding`` list<float32>; graphstore.embeddings), through a temporary name so a reader
      never sees half a file;
@@ -38,6 +40,7 @@ from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, new_attempt_name, pu
                                    shard_name, write_part)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.graph_dataset import DatasetSource, dataset_source
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training.args import InferencerArgs  # torch-free: the config loader checks them too
@@ -60,27 +63,15 @@ def load_checkpoint(uri: str) -> Checkpoint:
 
 
 
-def _node_input(job_ds, colocated: bool, node_type: str, homogeneous: bool, local_rank: int,
-                local_world: int):
-    if colocated:
-        ids = job_ds.node_ids(node_type, rank=local_rank, world_size=local_world)
-        total = len(ids)
-    else:
-        ids = job_ds.fetch_node_ids(node_type=node_type)
-        total = sum(len(t) for t in ids.values())
-    return (ids if homogeneous else (node_type, ids)), total
-
-
 def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, args: InferencerArgs,
-            batch_size: int, out_dir: str, local_dataset) -> None:
-    from graphstore import DistNeighborLoader, RemoteDistDataset, init_compute_process, shutdown_compute_process
+            batch_size: int, out_dir: str, source: DatasetSource) -> None:
+    from graphstore import DistNeighborLoader, init_compute_process, shutdown_compute_process
     from graphstore.cli import setup_logging
 
     setup_logging(f"infer{info.machine_index}.{local_rank}")
     init_compute_process(local_rank, info)
     rank, world = dist.get_rank(), dist.get_world_size()
-    colocated = local_dataset is not None
-    ds = local_dataset if colocated else RemoteDistDataset(info, local_rank)
+    ds = source.open(info, local_rank)
     meta = ds.metadata
     attempt = [new_attempt_name() if rank == 0 else ""]
     dist.broadcast_object_list(attempt, src=0)  # every rank writes into rank 0's attempt folder
@@ -88,14 +79,12 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     model = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
     model.load_state_dict(ckpt["state_dict"])
     model.eval()
-    homo = None
-    if meta["homogeneous"]:
-        et = tuple(meta["edge_types"][0].split("__"))
-        homo = (meta["node_types"][0], et)
+    homo = meta.homogeneous_types
     fanout = list(args.num_neighbors or ckpt.get("num_neighbors") or (10, 5))
-    inputs, total = _node_input(ds, colocated, node_type, homo is not None, local_rank,
-                                info.num_processes_per_compute)
-    loader = DistNeighborLoader(ds, fanout, inputs, batch_size=batch_size)
+    node_ids = ds.fetch_node_ids(node_type=node_type)  # this rank's share of every partition
+    total = sum(len(t) for t in node_ids.values())
+    loader = DistNeighborLoader(ds, fanout, node_ids if homo else (node_type, node_ids),
+                                batch_size=batch_size)
     ids, embs, t0 = [], [], time.perf_counter()
     num_batches = (total + batch_size - 1) // batch_size  # an upper bound: GLT batches per server
     with torch.no_grad():
@@ -117,7 +106,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     counts = torch.tensor([len(mine_ids), len(torch.unique(mine_ids))], dtype=torch.long)
     dist.all_reduce(counts)
     # every rank holds disjoint id slices, so per-rank distinct counts add up to the global one
-    expected = int(meta["node_counts"][node_type])
+    expected = int(meta.node_counts[node_type])
     if rank == 0:
         rows, distinct = int(counts[0]), int(counts[1])
         if rows != expected or distinct != expected:
@@ -144,17 +133,13 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     ckpt = load_checkpoint(args.checkpoint or ctx.paths.model)
     node_types = ctx.task.inferencer.node_types
     info = agree_on_cluster(ctx, topology)
-    local = None
-    if info.colocated:
-        from graphstore import DistDataset
-
-        local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
+    source = dataset_source(info, ctx.shards_uri, ctx.storage.storage_args)
     for session, node_type in enumerate(node_types):
         t0 = time.perf_counter()
         log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
         spawn_workers(_worker, (info.for_session(session), node_type, ckpt, args,
                                  ctx.task.inferencer.inference_batch_size,
-                                 ctx.paths.embeddings(node_type), local),
+                                 ctx.paths.embeddings(node_type), source),
                       info.num_processes_per_compute, first_rank=info.compute_rank(0))
         log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
                  len(node_types), node_type, time.perf_counter() - t0)

@@ -1,36 +1,41 @@
 """``RemoteDistDataset``: a compute process's handle on the storage cluster (not a copy of it).
 
-Create it after :func:`graphstore.init_compute_process`. Every fetch asks each storage rank for its
-contiguous slice ``rank`` of ``world_size`` of what it holds, so the compute ranks together get every
-id exactly once (no overlap, no gap); the result is keyed by storage rank, and an empty tensor for a
-storage rank is normal. Those dicts are exactly what the loaders take.
+Create it after :func:`graphstore.init_compute_process`. It answers GiGL's ``RemoteDistDataset``
+calls under GiGL's names and shapes (every method and its shape: graphstore.graph_dataset); it
+asks the storage processes through graphstore.storage.protocol, over GLT's RPC.
+
+Every input fetch asks each storage rank for its contiguous slice ``rank`` of ``world_size`` of
+what it holds, so the compute ranks together get every id exactly once (no overlap, no gap); the
+result is keyed by storage rank, and an empty tensor for a storage rank is normal. Those dicts are
+exactly what the loaders take. Without ``rank`` / ``world_size`` a fetch uses this process's rank
+in the compute process group and that group's size.
+
+Homogeneous graphs answer as GiGL's do: ``fetch_node_types()`` and ``fetch_edge_types()`` are
+None, ``fetch_node_feature_info()`` is one ``FeatureInfo`` (not a dict), and ``node_type`` /
+``edge_type`` arguments may be left out.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import torch
 
-from graphstore.ablp import ABLPInputNodes
-from graphstore.config import EdgeType
-from graphstore.errors import UsageError
+from graphstore.graph_dataset import DatasetBase, LoaderOptions
 from graphstore.graph_store_info import GraphStoreInfo
+from graphstore.storage import protocol as P
 
-EdgeTypeLike = EdgeType | tuple[str, str, str] | str
+CPU = torch.device("cpu")
 
-
-def edge_type_key(et: EdgeTypeLike) -> str:
-    """``EdgeType`` / tuple / ``"src__rel__dst"`` -> ``"src__rel__dst"``."""
-    if isinstance(et, EdgeType):
-        return str(et)
-    if isinstance(et, tuple):
-        return str(EdgeType(src_node_type=et[0], relation=et[1], dst_node_type=et[2]))
-    return str(EdgeType.parse(et))
+log = logging.getLogger(__name__)
 
 
-class RemoteDistDataset:
-    """Client handle: metadata, ABLP inputs and node ids served by the storage processes."""
+class RemoteDistDataset(DatasetBase):
+    """Client handle: metadata, inputs and labels served by the storage processes."""
 
     def __init__(self, cluster_info: GraphStoreInfo, local_rank: int) -> None:
         from graphstore import compute
@@ -38,102 +43,81 @@ class RemoteDistDataset:
         self.cluster_info = cluster_info
         self.local_rank = local_rank
         self._proc = compute.current()
-        self._meta: dict[str, Any] | None = None
-
-    # -- RPC plumbing --------------------------------------------------------------------------
-    def _all_servers(self, func, *args) -> dict[int, Any]:
-        from graphlearn_torch.distributed import async_request_server
-
-        futs = {k: async_request_server(k, func, *args) for k in range(self.num_storage)}
-        return {k: f.wait() for k, f in futs.items()}
+        self._metadata = None
 
     @property
     def num_storage(self) -> int:
         return self.cluster_info.num_storage_nodes
 
     @property
-    def metadata(self) -> dict[str, Any]:
-        """Node/edge types, edge direction, feature dims, counts (from storage rank 0, cached)."""
-        if self._meta is None:
-            from graphlearn_torch.distributed import request_server
+    def input_partitions(self) -> tuple[int, ...]:
+        """Every storage rank: each compute process reads (its slice of) every partition."""
+        return tuple(range(self.num_storage))
 
-            from graphstore.storage.server import gs_metadata
-
-            self._meta = request_server(0, gs_metadata)
-        return self._meta
-
-    @property
-    def edge_dir(self) -> str:
-        return self.metadata["edge_dir"]
-
-    @property
-    def is_homogeneous(self) -> bool:
-        return self.metadata["homogeneous"]
-
-    def sampling_port(self) -> int:
-        """A free port on storage rank 0's host, for one loader's sampling workers."""
+    def _ask(self, partition: int, request: P.Request) -> P.Reply:
         from graphlearn_torch.distributed import request_server
 
-        from graphstore.storage.server import gs_free_port
+        return P.check_reply(request, request_server(partition, P.call, request))
 
-        return int(request_server(0, gs_free_port))
+    def _ask_all(self, request: P.Request) -> dict[int, P.Reply]:
+        from graphlearn_torch.distributed import async_request_server
 
-    def _rank_world(self, rank: int | None, world_size: int | None) -> tuple[int, int]:
-        if (rank is None) != (world_size is None):
-            raise UsageError("give both rank and world_size, or neither")
-        if rank is None:
-            return self._proc.rank, self._proc.world_size
-        return rank, world_size
+        futures = {k: async_request_server(k, P.call, request) for k in self.input_partitions}
+        return {k: P.check_reply(request, f.wait()) for k, f in futures.items()}
 
-    # -- fetches -------------------------------------------------------------------------------
-    def fetch_node_ids(self, rank: int | None = None, world_size: int | None = None,
-                       split: str | None = None, node_type: str | None = None) -> dict[int, torch.Tensor]:
-        """Node ids of ``node_type`` (all, or the anchors of ``split``), sliced for ``rank``."""
-        from graphstore.storage.server import gs_node_ids
+    def _default_share(self) -> tuple[int, int]:
+        return self._proc.rank, self._proc.world_size
 
-        node_type = self._node_type(node_type)
-        rank, world_size = self._rank_world(rank, world_size)
-        return self._all_servers(gs_node_ids, rank, world_size, node_type, split)
+    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+                     options: LoaderOptions) -> None:
+        """One sampler input per storage rank (an empty one too): GLT's sampling workers form
+        one RPC group across all servers, so a loader that skipped a server would hang. Each
+        loader gets a unique ``worker_key`` and its own free port on storage rank 0 for its
+        sampling workers; loaders are created one compute rank at a time (:func:`_in_rank_order`)."""
+        from graphlearn_torch.distributed import DistLoader, RemoteDistSamplingWorkerOptions
 
-    def fetch_ablp_input(self, split: str | None = None, rank: int | None = None,
-                         world_size: int | None = None, anchor_node_type: str | None = None,
-                         supervision_edge_type: EdgeTypeLike | None = None) -> dict[int, ABLPInputNodes]:
-        """Anchors of ``split`` with their positive labels, sliced for ``rank``."""
-        from graphstore.storage.server import gs_ablp_input
+        info = self.cluster_info
+        port = self._ask(0, P.FreePortsRequest(1)).ports[0]
+        worker_options = RemoteDistSamplingWorkerOptions(
+            server_rank=list(self.input_partitions), num_workers=options.num_workers,
+            worker_devices=[CPU] * options.num_workers,
+            worker_concurrency=options.worker_concurrency,
+            master_addr=info.storage_cluster_master_ip, master_port=port,
+            rpc_timeout=info.runtime.rpc_timeout_s, num_rpc_threads=2,
+            buffer_size=f"{max(64, 64 * options.num_workers)}MB",
+            prefetch_size=options.prefetch_size,
+            worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
+        t0 = time.perf_counter()
+        _in_rank_order(lambda: DistLoader.__init__(loader, None, list(inputs), config, CPU,
+                                                   worker_options))
+        if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
+            log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
+                     self.num_storage, time.perf_counter() - t0)
 
-        sup = self._supervision_type(supervision_edge_type)
-        if anchor_node_type is not None and anchor_node_type != EdgeType.parse(sup).src_node_type:
-            raise UsageError(f"anchor_node_type {anchor_node_type!r} is not the source of {sup}")
-        rank, world_size = self._rank_world(rank, world_size)
-        return self._all_servers(gs_ablp_input, split, rank, world_size, sup)
 
-    def fetch_positive_pairs(self, label_ids: torch.Tensor,
-                             supervision_edge_type: EdgeTypeLike | None = None) -> torch.Tensor:
-        """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, from
-        every storage rank (what a filtered evaluation skips among its candidates)."""
-        from graphstore.storage.server import gs_positive_pairs
+def _in_rank_order(create) -> None:
+    """Run ``create()`` on one compute rank at a time (a collective over the compute group).
 
-        sup = self._supervision_type(supervision_edge_type)
-        parts = self._all_servers(gs_positive_pairs, sup, label_ids)
-        return torch.cat([parts[k] for k in sorted(parts)], dim=1)
+    A GLT server builds one loader's sampling producer under a server-wide lock, and the producer
+    waits for its peers on every other server. Two ranks creating loaders at once can each get one
+    server first and wait forever for the other (seen here as a 60 s RPC timeout). So every rank
+    must construct the same loaders in the same order, as DDP training does anyway.
+    """
+    import torch.distributed as dist
 
-    def _node_type(self, node_type: str | None) -> str:
-        types = self.metadata["node_types"]
-        if node_type is None:
-            if len(types) != 1:
-                raise UsageError(f"node_type is required in a heterogeneous graph (one of {list(types)})")
-            return types[0]
-        if node_type not in types:
-            raise UsageError(f"unknown node_type {node_type!r} (one of {list(types)})")
-        return node_type
+    if not dist.is_initialized():
+        create()
+        return
+    for rank in range(dist.get_world_size()):
+        if rank == dist.get_rank():
+            create()
+        dist.barrier()
 
-    def _supervision_type(self, et: EdgeTypeLike | None) -> str:
-        types = self.metadata["supervision_edge_types"]
-        if et is None:
-            if len(types) != 1:
-                raise UsageError(f"supervision_edge_type is required (one of {list(types)})")
-            return types[0]
-        key = edge_type_key(et)
-        if key not in types:
-            raise UsageError(f"{key} is not a supervision edge type (one of {list(types)})")
-        return key
+
+@dataclass(frozen=True)
+class RemoteSource:
+    """The graph-store :class:`~graphstore.graph_dataset.DatasetSource`: each worker opens its
+    own ``RemoteDistDataset`` (after ``init_compute_process``)."""
+
+    def open(self, info: GraphStoreInfo, local_rank: int) -> RemoteDistDataset:
+        return RemoteDistDataset(info, local_rank)

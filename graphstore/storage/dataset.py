@@ -9,8 +9,10 @@ Order (DESIGN §5; called once per storage machine, before any server session):
      reverse types alike, so evaluation never samples the edge it is asked to predict;
   3. build the GLT ``DistDataset`` on CPU (``graph_mode='CPU'``, features without GPU).
 
-The returned :class:`StorageState` is what the RPC handlers serve (splits, labels, node ids); it is
-plain numpy and pickles into each spawned session process.
+The returned :class:`StorageState` is what a partition answers the storage protocol from
+(graphstore.storage.service: splits, labels, node ids, the graph's ``DatasetMetadata``, built here
+from the manifest, where its edge type names are parsed); it is plain numpy and frozen values and
+pickles into each spawned session process.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import importlib
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
 from graphstore.config import EdgeType, StorageArgs
+from graphstore.dataset_metadata import DatasetMetadata
 from graphstore.errors import UsageError
 from graphstore.shards.reader import PartitionData, ShardSet
 from graphstore.splitter import SPLIT_CODE, DistNodeAnchorLinkSplitter
@@ -34,7 +38,7 @@ log = logging.getLogger(__name__)
 class Supervision:
     """The labels of one supervision edge type whose anchors this partition owns."""
 
-    edge_type: str
+    edge_type: EdgeType
     anchor_src: np.ndarray  # int64 anchors, sorted ascending (one row per positive label)
     label_dst: np.ndarray  # int64 label nodes, aligned with anchor_src
     anchors_by_split: dict[str, np.ndarray]  # "all" / "train" / "val" / "test" -> sorted unique
@@ -43,18 +47,15 @@ class Supervision:
 
 @dataclass(frozen=True)
 class StorageState:
+    """What one partition answers from (graphstore.storage.queries): the graph's metadata, the
+    ids it owns, its supervision labels and splits. Keys are node type names and ``EdgeType``
+    values; ``supervision`` has a key for each of ``metadata.supervision_edge_types``."""
+
     partition: int
-    num_partitions: int
-    edge_dir: str
-    homogeneous: bool
-    node_types: tuple[str, ...]
-    edge_types: tuple[str, ...]  # message-passing edge types (incl. reverse types)
-    node_counts: dict[str, int]
-    feature_dims: dict[str, int]
+    metadata: DatasetMetadata
     owned_nodes: dict[str, np.ndarray]  # sorted dense ids this partition owns, per node type
-    supervision: dict[str, Supervision]
-    has_splits: bool
-    edge_counts: dict[str, int] = field(default_factory=dict)  # after split filtering
+    supervision: dict[EdgeType, Supervision]
+    edge_counts: dict[EdgeType, int] = field(default_factory=dict)  # after split filtering
 
 
 def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
@@ -73,32 +74,32 @@ def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
         raise UsageError(f"storageArgs.splitter_kwargs do not fit {args.splitter_cls_path}: {exc}") from None
 
 
-def _supervision(data: PartitionData, key: str, splitter: DistNodeAnchorLinkSplitter | None,
-                 node_counts: dict[str, int], num_edges: int) -> Supervision:
-    lab = data.labels[key]
+def _supervision(data: PartitionData, et: EdgeType, splitter: DistNodeAnchorLinkSplitter | None,
+                 node_counts: Mapping[str, int], num_edges: int) -> Supervision:
+    lab = data.labels[str(et)]
     order = np.argsort(lab.src, kind="stable")
     src, dst = lab.src[order], lab.dst[order]
     anchors = np.unique(src)
     by_split = {"all": anchors}
     label_split = None
     if splitter is not None and splitter.per_edge:
-        label_split = splitter.assign_edges(key, src, dst, num_edges)
+        label_split = splitter.assign_edges(str(et), src, dst, num_edges)
         for name, code in SPLIT_CODE.items():
             by_split[name] = np.unique(src[label_split == code])
     elif splitter is not None:
-        anchor_type = EdgeType.parse(key).src_node_type
-        codes = splitter.assign(anchor_type, anchors, node_counts[anchor_type])
+        codes = splitter.assign(et.src_node_type, anchors, node_counts[et.src_node_type])
         for name, code in SPLIT_CODE.items():
             by_split[name] = anchors[codes == code]
-    return Supervision(key, src, dst, by_split, label_split)
+    return Supervision(et, src, dst, by_split, label_split)
 
 
-def _keep_mask(data: PartitionData, key: str, reverse_of: str | None,
-               splitter: DistNodeAnchorLinkSplitter, node_counts: dict[str, int],
+def _keep_mask(data: PartitionData, et: EdgeType, reverse_of: EdgeType | None,
+               splitter: DistNodeAnchorLinkSplitter, node_counts: Mapping[str, int],
                num_edges: int) -> np.ndarray:
-    """Which edges of a supervision type (or its reverse) stay in the message-passing graph."""
-    edges = data.edges[key]
-    base = EdgeType.parse(reverse_of or key)
+    """Which edges of a supervision type (or of ``reverse_of``'s reverse type ``et``) stay in
+    the message-passing graph."""
+    edges = data.edges[str(et)]
+    base = reverse_of or et
     anchors, labels = (edges.dst, edges.src) if reverse_of else (edges.src, edges.dst)
     if not splitter.should_convert_labels_to_edges:
         return np.zeros(len(anchors), dtype=bool)
@@ -123,34 +124,33 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
             f"{m.sample_edge_direction!r} but storageArgs say {sample_edge_direction!r}; re-partition")
     data = shards.load_partition(partition)
     splitter = load_splitter(storage_args)
-    node_counts = {nt: info.count for nt, info in m.node_types.items()}
-    supervision = {k: _supervision(data, k, splitter, node_counts, info.count)
-                   for k, info in m.edge_types.items() if info.is_supervision}
-    sup_keys = set(supervision)
+    meta = DatasetMetadata.from_manifest(m, has_splits=splitter is not None)
+    supervision = {et: _supervision(data, et, splitter, meta.node_counts, meta.edge_count(et))
+                   for et in meta.supervision_edge_types}
     edge_index, edge_ids, edge_counts = {}, {}, {}
-    for key, info in m.edge_types.items():
-        e = data.edges[key]
+    for et in meta.edge_types:
+        info = m.edge_types[str(et)]
+        reverse_of = EdgeType.parse(info.reverse_of) if info.reverse_of else None
+        e = data.edges[str(et)]
         src, dst, eids = e.src, e.dst, e.eids
-        if splitter is not None and (key in sup_keys or info.reverse_of in sup_keys):
-            keep = _keep_mask(data, key, info.reverse_of, splitter, node_counts,
-                              m.edge_types[info.reverse_of or key].count)
+        if splitter is not None and (et in supervision or reverse_of in supervision):
+            keep = _keep_mask(data, et, reverse_of, splitter, meta.node_counts,
+                              meta.edge_count(reverse_of or et))
             src, dst, eids = src[keep], dst[keep], eids[keep]
-        et = EdgeType.parse(key).as_tuple()
-        edge_index[et] = torch.from_numpy(np.stack([src, dst]))
-        edge_ids[et] = torch.from_numpy(eids)
-        edge_counts[key] = int(len(src))
+        edge_index[et.as_tuple()] = torch.from_numpy(np.stack([src, dst]))
+        edge_ids[et.as_tuple()] = torch.from_numpy(eids)
+        edge_counts[et] = int(len(src))
     node_pb = {nt: torch.from_numpy(shards.partition_book(nt).astype(np.int64)) for nt in m.node_types}
     feats, id2idx = {}, {}
     for nt, shard in data.nodes.items():
         if shard.feats is None:
             continue
-        index = torch.full((node_counts[nt],), -1, dtype=torch.int64)
+        index = torch.full((meta.node_counts[nt],), -1, dtype=torch.int64)
         index[torch.from_numpy(shard.ids.copy())] = torch.arange(len(shard.ids))
         feats[nt], id2idx[nt] = torch.from_numpy(shard.feats), index
-    homogeneous = len(m.node_types) == 1 and len(m.edge_types) == 1
     ds = DistDataset(num_partitions=m.num_partitions, partition_idx=partition,
                      edge_dir=sample_edge_direction)
-    if homogeneous:
+    if meta.is_homogeneous:
         (nt,) = m.node_types
         (et,) = edge_index
         ds.init_graph(edge_index=edge_index[et], edge_ids=edge_ids[et], layout="COO",
@@ -169,12 +169,10 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
         # type key satisfies the assert and is skipped at lookup (labels are not node labels here).
         ds.node_labels = {"__no_node_labels__": torch.empty(0, dtype=torch.long)}
     state = StorageState(
-        partition=partition, num_partitions=m.num_partitions, edge_dir=sample_edge_direction,
-        homogeneous=homogeneous, node_types=tuple(m.node_types), edge_types=tuple(m.edge_types),
-        node_counts=node_counts, feature_dims={nt: i.feature_dim for nt, i in m.node_types.items()},
+        partition=partition, metadata=meta,
         owned_nodes={nt: np.sort(s.ids) for nt, s in data.nodes.items()},
-        supervision=supervision, has_splits=splitter is not None, edge_counts=edge_counts)
+        supervision=supervision, edge_counts=edge_counts)
     log.info("partition=%d loaded edges=%d nodes=%d splits=%s seconds=%.2f", partition,
              sum(edge_counts.values()), sum(len(v) for v in state.owned_nodes.values()),
-             state.has_splits, time.perf_counter() - t0)
+             meta.has_splits, time.perf_counter() - t0)
     return ds, state

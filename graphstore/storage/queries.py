@@ -1,14 +1,13 @@
-"""Questions storage state answers: node ids, split anchors and their labels, metadata.
+"""Questions storage state answers: node ids, split anchors and their labels.
 
-Pure functions of a :class:`~graphstore.storage.dataset.StorageState`. Storage sessions serve them
-over RPC (graphstore.storage.server ``gs_*``); colocated datasets call them locally. Slicing rule:
+Pure functions of a :class:`~graphstore.storage.dataset.StorageState`, which
+graphstore.storage.service turns into replies of the storage protocol (over RPC in graph-store
+mode, in-process in colocated mode). Slicing rule:
 slice ``rank`` of ``world_size`` is the contiguous range ``[rank*n//w, (rank+1)*n//w)`` of the
 sorted ids, so the slices of all ranks cover every id exactly once.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import torch
@@ -21,17 +20,11 @@ from graphstore.storage.dataset import StorageState, Supervision
 
 
 def contiguous_slice(values: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    """Slice ``rank`` of ``world_size`` of ``values`` (see the module docs)."""
     if not 0 <= rank < world_size:
         raise UsageError(f"rank {rank} is not in [0, {world_size})")
     n = len(values)
     return values[rank * n // world_size:(rank + 1) * n // world_size]
-
-
-def metadata(s: StorageState) -> dict[str, Any]:
-    return {"num_partitions": s.num_partitions, "edge_dir": s.edge_dir,
-            "homogeneous": s.homogeneous, "node_types": s.node_types, "edge_types": s.edge_types,
-            "node_counts": s.node_counts, "feature_dims": s.feature_dims,
-            "supervision_edge_types": tuple(s.supervision), "has_splits": s.has_splits}
 
 
 def split_anchors(sup: Supervision, split: str | None) -> np.ndarray:
@@ -50,17 +43,18 @@ def node_ids(s: StorageState, rank: int, world_size: int, node_type: str,
             raise UsageError(f"unknown node type {node_type!r} (have {list(s.owned_nodes)})")
         ids = s.owned_nodes[node_type]
     else:
-        sups = [v for k, v in s.supervision.items() if EdgeType.parse(k).src_node_type == node_type]
+        sups = [v for et, v in s.supervision.items() if et.src_node_type == node_type]
         if not sups:
             raise UsageError(f"node_ids(split={split!r}): {node_type!r} anchors no supervision edge type")
         ids = np.unique(np.concatenate([split_anchors(v, split) for v in sups]))
     return torch.from_numpy(np.ascontiguousarray(contiguous_slice(ids, rank, world_size)))
 
 
-def supervision(s: StorageState, supervision_edge_type: str) -> Supervision:
+def supervision(s: StorageState, supervision_edge_type: EdgeType) -> Supervision:
+    """The labels of ``supervision_edge_type``; UsageError naming the choices otherwise."""
     if supervision_edge_type not in s.supervision:
-        raise UsageError(f"{supervision_edge_type!r} is not a supervision edge type "
-                         f"(have {list(s.supervision)})")
+        raise UsageError(f"{supervision_edge_type} is not a supervision edge type "
+                         f"(have {[str(et) for et in s.supervision]})")
     return s.supervision[supervision_edge_type]
 
 
@@ -83,20 +77,31 @@ def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
 
 
 def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
-               supervision_edge_type: str) -> ABLPInputNodes:
+               supervision_edge_type: EdgeType) -> ABLPInputNodes:
     """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels (of
     that split, for a per-edge split)."""
     sup = supervision(s, supervision_edge_type)
     anchors = np.ascontiguousarray(contiguous_slice(split_anchors(sup, split), rank, world_size))
-    et = EdgeType.parse(supervision_edge_type)
+    et = supervision_edge_type
     pairs = labels_of(sup, anchors, split)
     return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
                           positive_labels={et.as_tuple(): torch.from_numpy(pairs)})
 
 
-def positive_pairs_to(s: StorageState, supervision_edge_type: str,
+def positive_pairs_to(s: StorageState, supervision_edge_type: EdgeType,
                       label_ids: np.ndarray) -> torch.Tensor:
     """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, for the
     anchors this partition owns: what a filtered evaluation skips among its candidates."""
     sup = supervision(s, supervision_edge_type)
     return torch.from_numpy(_pairs(sup, np.flatnonzero(np.isin(sup.label_dst, label_ids))))
+
+
+def labels_for(s: StorageState, supervision_edge_type: EdgeType, anchors: np.ndarray) -> np.ndarray:
+    """``[2, P]`` (anchor, label) pairs of every split for ``anchors``, which must be anchors this
+    partition owns (UsageError otherwise)."""
+    sup = supervision(s, supervision_edge_type)
+    owned = np.sort(anchors)
+    if len(owned) and not np.isin(owned, sup.anchors_by_split["all"]).all():
+        raise UsageError(f"partition {s.partition} does not own some of the given "
+                         f"{supervision_edge_type} anchors")
+    return labels_of(sup, owned)

@@ -10,9 +10,10 @@ Order (DESIGN §5):
      group after the first one left, hence one process per session. Its exit code is checked, and
      it is joined with ``sessionTimeoutS``.
 
-The ``gs_*`` functions below are what compute processes call on a server through GLT's
-``request_server``; they read :data:`_STATE`, the module-level storage state of the session process
-(GLT keeps its own server object in a module global too, so this is where that pattern belongs).
+Compute processes talk to a session only through graphstore.storage.protocol: each session
+process registers a :class:`~graphstore.storage.service.StorageService` over its partition there,
+and GLT's ``request_server`` runs ``protocol.call`` on it. This module is storage-only: nothing on
+the compute side imports it.
 """
 
 from __future__ import annotations
@@ -23,57 +24,23 @@ import time
 
 import torch
 
-from graphstore.ablp import ABLPInputNodes
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, mark_ready
-from graphstore.ports import free_ports
 from graphstore.heartbeat import Heartbeat
 from graphstore.stage import StageContext
-from graphstore.storage import queries
+from graphstore.storage import protocol
 from graphstore.storage.dataset import StorageState, build_storage_dataset
+from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
+from graphstore.storage.service import StorageService
 
 log = logging.getLogger(__name__)
 
-SERVER_GROUP = "gs_server"
 PRODUCER_JOIN_S = 1.0
 """How long a server waits for a loader's sampling worker to exit before terminating it (GLT's
 ``MP_STATUS_CHECK_INTERVAL``, 5 s). A worker in the middle of an epoch never reads the stop
 command, so shutting down a training loader cost 5 s per server per loader (measured: 40 s to
 close the 4 loaders of a 2-type training run on 2 servers); an idle worker exits at once."""
-CLIENT_GROUP = "gs_client"
-
-_STATE: StorageState | None = None
-_BIND_HOST = "127.0.0.1"
-
-
-# -- RPC handlers (run inside a storage session process) ------------------------------------------
-def _state() -> StorageState:
-    if _STATE is None:
-        raise RuntimeFailure("storage state is not set in this process (not a session process?)")
-    return _STATE
-
-
-def gs_metadata() -> dict:
-    return queries.metadata(_state())
-
-
-def gs_free_port() -> int:
-    """A port free on this storage host (the master port of a loader's sampling workers)."""
-    return free_ports(1, _BIND_HOST)[0]
-
-
-def gs_node_ids(rank: int, world_size: int, node_type: str, split: str | None) -> torch.Tensor:
-    return queries.node_ids(_state(), rank, world_size, node_type, split)
-
-
-def gs_ablp_input(split: str | None, rank: int, world_size: int,
-                  supervision_edge_type: str) -> ABLPInputNodes:
-    return queries.ablp_input(_state(), split, rank, world_size, supervision_edge_type)
-
-
-def gs_positive_pairs(supervision_edge_type: str, label_ids: torch.Tensor) -> torch.Tensor:
-    return queries.positive_pairs_to(_state(), supervision_edge_type, label_ids.numpy())
 
 
 def _session_finished() -> bool:
@@ -98,8 +65,8 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
     # the workers import their own copy): see PRODUCER_JOIN_S
     dist_sampling_producer.MP_STATUS_CHECK_INTERVAL = PRODUCER_JOIN_S
     preload_glt_sampling_workers()
-    global _STATE, _BIND_HOST
-    _STATE, _BIND_HOST = state, ("127.0.0.1" if info.is_local else "")
+    protocol.register_service(StorageService(state, dataset.node_pb,
+                                             "127.0.0.1" if info.is_local else ""))
     torch.set_num_threads(1)
     mark_ready(info, session, storage_index)
     t0 = time.perf_counter()

@@ -1,11 +1,13 @@
 """Ranking evaluation of one supervision type (protocol: graphstore.training.metrics).
 
-Candidates: the same ~``eval_candidates`` label nodes for every pair (slice 0 of every storage
-rank's label ids; colocated: of every machine's partition, gathered from all ranks), embedded
-once per evaluation; each (anchor, positive) pair of the split is ranked against them, filtered:
-a candidate that is a known positive of the row's anchor, in any split, is skipped (with a
-per-edge split an anchor's training positives are among them). The popularity baseline
-(training positives per label node) is scored under the same protocol. Sums are all-reduced, so every rank returns the same result. Loaders are created in the same order on
+Candidates: the same ~``eval_candidates`` label nodes for every pair: slice 0 of every
+partition's label ids. Each rank fetches slice 0 of its input partitions (graph store: every
+partition; colocated: its machine's) and embeds them; the ranks then share what they embedded,
+each id once, with the lowest rank's embedding. Each (anchor, positive) pair of the split is
+ranked against them, filtered: a candidate that is a known positive of the row's anchor, in any
+split, is skipped (with a per-edge split an anchor's training positives are among them). The
+popularity baseline (training positives per label node) is scored under the same protocol. Sums
+are all-reduced, so every rank returns the same result. Loaders are created in the same order on
 every rank (a collective); ``Evaluator`` keeps them between evaluations.
 """
 
@@ -53,7 +55,7 @@ class Evaluator:
 
         job, args = self.job, self.args
         if sup.key not in self._candidates:
-            n_labels = job.meta["node_counts"][sup.label_type]
+            n_labels = job.meta.node_counts[sup.label_type]
             world = max(1, n_labels // args.eval_candidates)
             self._candidates[sup.key] = DistNeighborLoader(
                 job.ds, list(args.num_neighbors),
@@ -78,9 +80,8 @@ class Evaluator:
                 ids.append(v.node_ids[sup.label_type][:k])
             cand_emb = torch.cat(embs) if embs else torch.empty(0, args.out_dim)
             cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
-            if job.colocated:  # each machine embedded its own partition's slice: share them
-                cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
-            n_labels = job.meta["node_counts"][sup.label_type]
+            cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
+            n_labels = job.meta.node_counts[sup.label_type]
             known = sup.positive_pairs(cand_id)
             known = torch.unique(known[0] * n_labels + known[1])  # (anchor, candidate) keys
             sums, pop_sums = torch.zeros(5), torch.zeros(5)
@@ -98,8 +99,9 @@ class Evaluator:
 
 
 def _gather_candidates(emb: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every rank's candidates, each id once (ranks of one machine hold the same ones), in id
-    order: the same candidate set graph-store mode fetches (slice 0 of every partition)."""
+    """Every rank's candidates, each id once (ranks that read the same partitions hold the same
+    ones), in id order, with the embedding of the lowest rank that holds the id: slice 0 of every
+    partition, whichever partitions each rank reads."""
     world = dist.get_world_size()
     sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
     dist.all_gather(sizes, torch.tensor([len(ids)]))

@@ -1,73 +1,68 @@
 """What a training worker reads from its dataset: graph metadata and per-supervision-type inputs.
 
 One :class:`Supervision` per supervision edge type of the dataset (in task config order), each with
-its anchor and label node types and its inputs, fetched from storage (graph store) or from this
-machine's partition (colocated). Batches and model inputs: graphstore.training.batches.
+its anchor and label node types and its inputs, fetched through the
+:class:`~graphstore.graph_dataset.GraphDataset` contract: the same calls whether the dataset is the
+storage cluster (graph store) or this machine's partition (colocated). Batches and model inputs:
+graphstore.training.batches.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
 from graphstore.ablp import ABLPInputNodes
+from graphstore.config import EdgeType
 from graphstore.errors import UsageError
+from graphstore.graph_dataset import GraphDataset
 from graphstore.training.batches import view, without_pair_edges
 
 
 class Supervision:
-    """One supervision edge type ``(anchor, relation, label)`` and how to fetch its inputs."""
+    """One supervision edge type ``(anchor, relation, label)`` and how to fetch its inputs.
 
-    def __init__(self, job: "Job", key: str) -> None:
-        self.job, self.key = job, key
-        self.edge_type = tuple(key.split("__"))
-        self.anchor_type, self.label_type = self.edge_type[0], self.edge_type[2]
+    ``key`` (``"src__relation__dst"``) names it in metrics and logs; ``edge_type`` is the
+    ``(src, relation, dst)`` tuple batches and ``ABLPInputNodes`` use."""
 
-    def ablp_input(self, split: str):
+    def __init__(self, job: "Job", supervision_type: EdgeType) -> None:
+        self.job, self.type = job, supervision_type
+        self.key = str(supervision_type)
+        self.edge_type = supervision_type.as_tuple()
+        self.anchor_type, self.label_type = supervision_type.src_node_type, supervision_type.dst_node_type
+
+    def ablp_input(self, split: str) -> dict[int, ABLPInputNodes]:
         """This rank's anchors of ``split`` with their positives (of that split, per-edge)."""
-        job = self.job
-        if job.colocated:
-            return job.ds.ablp_input(split, self.key, job.local_rank, job.local_world)
-        return job.ds.fetch_ablp_input(split=split, supervision_edge_type=self.key)
+        return self.job.ds.fetch_ablp_input(split=split, supervision_edge_type=self.type)
 
     def positive_pairs(self, label_ids: torch.Tensor) -> torch.Tensor:
-        """``[2, K]`` known (anchor, label) pairs, every split, whose label is in ``label_ids``:
-        graph store, from every storage rank; colocated, this machine's anchors (the only
-        anchors its ranks evaluate)."""
-        job = self.job
-        if job.colocated:
-            return job.ds.positive_pairs(label_ids, self.key)
-        return job.ds.fetch_positive_pairs(label_ids, self.key)
+        """``[2, K]`` known (anchor, label) pairs, every split, whose label is in ``label_ids``,
+        of every anchor this rank's inputs can hold (graph store: all; colocated: this
+        machine's, the only anchors its ranks evaluate)."""
+        return self.job.ds.fetch_positive_pairs(label_ids, self.type)
 
-    def label_ids(self, rank: int | None = None, world: int | None = None):
-        job = self.job
-        if job.colocated:
-            return job.ds.node_ids(self.label_type, rank=job.local_rank if rank is None else rank,
-                                   world_size=job.local_world if world is None else world)
-        return job.ds.fetch_node_ids(rank=rank, world_size=world, node_type=self.label_type)
+    def label_ids(self, rank: int | None = None, world: int | None = None) -> dict[int, torch.Tensor]:
+        """Label-type node ids per partition: this rank's share, or slice ``rank`` of ``world``."""
+        return self.job.ds.fetch_node_ids(rank=rank, world_size=world, node_type=self.label_type)
 
     def node_input(self, ids):
         return ids if self.job.homo else (self.label_type, ids)
 
-    def train_pairs(self, train_input) -> torch.Tensor:
+    def train_pairs(self, train_input: dict[int, ABLPInputNodes]) -> torch.Tensor:
         """``[2, P]`` (anchor, positive) dense ids of this rank's training input."""
-        if isinstance(train_input, ABLPInputNodes):  # colocated
-            return train_input.positive_labels[self.edge_type]
         parts = [x.positive_labels[self.edge_type] for x in train_input.values()]
         return torch.cat(parts, dim=1) if parts else torch.empty(2, 0, dtype=torch.long)
 
-    def steps_per_epoch(self, train_input, batch_size: int) -> int:
+    def steps_per_epoch(self, train_input: dict[int, ABLPInputNodes], batch_size: int) -> int:
         """Steps every rank can take per epoch: the minimum over ranks of full batches.
 
-        DDP needs every rank to step together; GLT forms batches per storage rank (drop_last),
-        so a rank's count is the sum over storage ranks of ``pairs // batch_size``.
+        DDP needs every rank to step together; GLT forms batches per input partition
+        (drop_last), so a rank's count is the sum over partitions of ``pairs // batch_size``.
         """
-        job = self.job
-        if job.colocated:
-            full = self.train_pairs(train_input).size(1) // batch_size
-        else:
-            full = sum(x.positive_labels[self.edge_type].size(1) // batch_size
-                       for x in train_input.values())
+        full = sum(x.positive_labels[self.edge_type].size(1) // batch_size
+                   for x in train_input.values())
         count = torch.tensor([float(full)])
         dist.all_reduce(count, op=dist.ReduceOp.MIN)
         if count.item() < 1:
@@ -76,36 +71,34 @@ class Supervision:
                              "rank; lower it")
         return int(count.item())
 
-    def popularity(self, train_input) -> torch.Tensor:
+    def popularity(self, train_input: dict[int, ABLPInputNodes]) -> torch.Tensor:
         """Training positives per label node, summed over ranks (the popularity baseline)."""
-        counts = torch.zeros(self.job.meta["node_counts"][self.label_type])
+        counts = torch.zeros(self.job.meta.node_counts[self.label_type])
         counts += torch.bincount(self.train_pairs(train_input)[1], minlength=len(counts)).float()
         dist.all_reduce(counts)
         return counts
 
 
 class Job:
-    """Dataset handle (remote or colocated), metadata, and the supervision types to train."""
+    """The dataset (any mode), its metadata, and the supervision types to train."""
 
-    def __init__(self, dataset, local_rank: int, local_world: int, colocated: bool,
-                 supervision_order: list[str] | None = None) -> None:
-        """``supervision_order``: supervision type keys in the task config's order (the first is
+    def __init__(self, dataset: GraphDataset,
+                 supervision_order: Sequence[EdgeType] | None = None) -> None:
+        """``supervision_order``: supervision types in the task config's order (the first is
         the one reported at the top level of the metrics); others follow in manifest order."""
-        from graphlearn_torch.typing import reverse_edge_type
-
-        self.ds, self.colocated = dataset, colocated
-        self.local_rank, self.local_world = local_rank, local_world
+        self.ds = dataset
         self.meta = meta = dataset.metadata
         order = list(supervision_order or [])
-        keys = sorted(meta["supervision_edge_types"],
-                      key=lambda k: order.index(k) if k in order else len(order))
-        if not keys:
+        types = sorted(meta.supervision_edge_types,
+                       key=lambda et: order.index(et) if et in order else len(order))
+        if not types:
             raise UsageError("the dataset has no supervision edge types "
                              "(taskMetadata...supervisionEdgeTypes)")
-        self.sups = [Supervision(self, k) for k in keys]
-        types = [tuple(k.split("__")) for k in meta["edge_types"]]
-        self.homo = (meta["node_types"][0], types[0]) if meta["homogeneous"] else None
-        self.edge_types = tuple(dict.fromkeys(types + [reverse_edge_type(t) for t in types]))
+        self.sups = [Supervision(self, et) for et in types]
+        self.homo = meta.homogeneous_types
+        # the model passes messages along every edge type and its reverse (GLT's convention)
+        self.edge_types = tuple(dict.fromkeys([et.as_tuple() for et in meta.edge_types]
+                                              + [et.reverse().as_tuple() for et in meta.edge_types]))
 
     def embed(self, model, batch, drop: tuple[Supervision, torch.Tensor] | None = None):
         """Model output per node type and the batch view; ``drop=(sup, pairs)`` leaves the edges

@@ -1,7 +1,9 @@
 """The default trainer: a link-prediction GNN over the graph store (or colocated), seed-000 shaped.
 
 Per compute machine (``run_training``): temporary global group -> ``agree_on_cluster`` ->
-destroy -> (colocated: build this machine's ``DistDataset``) -> spawn one worker per local process.
+destroy -> the dataset source (graphstore.graph_dataset.dataset_source: colocated, this machine's
+``DistDataset``, built once) -> spawn one worker per local process, which opens its dataset from
+it. Nothing below depends on the mode: the worker uses the ``GraphDataset`` contract only.
 
 Per worker (``_worker``), in this order:
   1. ``init_compute_process``; loaders are created in the same order on every rank (a collective):
@@ -31,7 +33,9 @@ import torch
 import torch.distributed as dist
 
 from graphstore import uris
+from graphstore.config import EdgeType
 from graphstore.env import ClusterTopology
+from graphstore.graph_dataset import DatasetSource, dataset_source
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.run_paths import CHECKPOINT_METRICS, CHECKPOINT_MODEL
 from graphstore.stage import StageContext
@@ -70,12 +74,12 @@ def resume_checkpoint(ckpt_dir: str) -> Checkpoint | None:
 
 
 def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: str,
-            local_dataset, supervision_order: list[str], resume: Checkpoint | None) -> None:
+            source: DatasetSource, supervision_order: list[EdgeType],
+            resume: Checkpoint | None) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from graphstore import (
-        DistABLPLoader, DistNeighborLoader, RemoteDistDataset, init_compute_process,
-        shutdown_compute_process,
+        DistABLPLoader, DistNeighborLoader, init_compute_process, shutdown_compute_process,
     )
     from graphstore.cli import setup_logging
 
@@ -83,10 +87,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
     init_compute_process(local_rank, info)
     rank = dist.get_rank()
     torch.manual_seed(args.seed)
-    dataset = local_dataset if local_dataset is not None else RemoteDistDataset(info, local_rank)
-    job = Job(dataset, local_rank, info.num_processes_per_compute, local_dataset is not None,
-              supervision_order)
-    dims = {nt: job.meta["feature_dims"][nt] for nt in job.meta["node_types"]}
+    job = Job(source.open(info, local_rank), supervision_order)
+    dims = {nt: job.meta.node_feature_dims[nt] for nt in job.meta.node_types}
     cfg = ModelConfig(node_feature_dims=dims, edge_types=job.edge_types, hidden_dim=args.hidden_dim,
                       out_dim=args.out_dim, num_layers=args.num_layers, decoder=args.decoder)
     model = LinkPredictionEncoder(cfg)
@@ -183,14 +185,10 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
     resume = resume_checkpoint(ctx.paths.checkpoint)  # likewise
     info = agree_on_cluster(ctx, topology)
-    local = None
-    if info.colocated:
-        from graphstore import DistDataset
-
-        local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
+    source = dataset_source(info, ctx.shards_uri, ctx.storage.storage_args)
     # workers get plain picklable values (the frozen configs hold read-only mappings)
-    order = [str(e) for e in ctx.task.supervision_edge_types]
+    order = list(ctx.task.supervision_edge_types)
     # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
-    spawn_workers(_worker, (info, args, ctx.paths.checkpoint, local, order, resume),
+    spawn_workers(_worker, (info, args, ctx.paths.checkpoint, source, order, resume),
                   info.num_processes_per_compute, first_rank=info.compute_rank(0))
     return 0

@@ -60,10 +60,10 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float,
     rank, world = dist.get_rank(), dist.get_world_size()
     local_world = info.num_processes_per_compute
     meta = dataset.metadata
-    hetero = not meta["homogeneous"]
+    hetero = not meta.is_homogeneous
     record: dict = {"rank": rank, "world": world, "meta": meta, "session": info.session_index}
-    sup = meta["supervision_edge_types"][0]
-    anchor_type = sup.split("__")[0]
+    sup = meta.supervision_edge_types[0]
+    anchor_type = sup.src_node_type
     for split in ("train", "val", "test"):
         if colocated:
             anchors = dataset.anchor_ids(split, sup, rank=local_rank, world_size=local_world)
@@ -109,7 +109,7 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float,
             aedges.setdefault(k, []).extend(v)
     aloader.shutdown()
     record.update(anchor_seeds=aseeds, anchor_edges=aedges)
-    node_type = meta["node_types"][0] if not hetero else sup.split("__")[2]
+    node_type = meta.node_types[0] if not hetero else sup.dst_node_type
     if colocated:
         ids = dataset.node_ids(node_type, rank=local_rank, world_size=local_world)
         seeds_in = ids

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from graphstore.config import EdgeType
+from graphstore.dataset_metadata import DatasetMetadata
 from graphstore.errors import UsageError
 from graphstore.splitter import DistEdgeLinkSplitter, DistNodeAnchorLinkSplitter, splitmix64
 from graphstore.storage import dataset as dataset_mod
@@ -44,10 +46,13 @@ def test_splitmix64_is_a_bijection_on_a_sample():
     assert len(np.unique(splitmix64(x))) == len(x)
 
 
+BUYS = EdgeType(src_node_type="user", relation="buys", dst_node_type="item")
+
+
 def _state() -> StorageState:
     src = np.array([1, 1, 1, 4, 6, 6, 9], dtype=np.int64)
     dst = np.array([10, 11, 12, 13, 14, 15, 16], dtype=np.int64)
-    sup = Supervision("user__buys__item", src, dst,
+    sup = Supervision(BUYS, src, dst,
                       {"all": np.array([1, 4, 6, 9]), "train": np.array([1, 6, 9]),
                        "val": np.array([4]), "test": np.array([], dtype=np.int64)})
     return _one_partition_state(sup, users=10, items=20)
@@ -55,12 +60,14 @@ def _state() -> StorageState:
 
 def _one_partition_state(sup: Supervision, users: int, items: int) -> StorageState:
     """A single-partition user-buys-item storage state holding ``sup``."""
-    return StorageState(partition=0, num_partitions=1, edge_dir="in", homogeneous=False,
-                        node_types=("user", "item"), edge_types=("user__buys__item",),
-                        node_counts={"user": users, "item": items},
-                        feature_dims={"user": 0, "item": 0},
+    meta = DatasetMetadata(num_partitions=1, edge_dir="in", node_types=("user", "item"),
+                           edge_types=(BUYS,), supervision_edge_types=(BUYS,),
+                           node_counts={"user": users, "item": items},
+                           edge_counts_per_partition={BUYS: (len(sup.anchor_src),)},
+                           node_feature_dims={"user": 0, "item": 0}, has_splits=True)
+    return StorageState(partition=0, metadata=meta,
                         owned_nodes={"user": np.arange(users), "item": np.arange(items)},
-                        supervision={"user__buys__item": sup}, has_splits=True)
+                        supervision={BUYS: sup})
 
 
 def test_slices_cover_every_id_once_for_any_world_size():
@@ -74,14 +81,14 @@ def test_slices_cover_every_id_once_for_any_world_size():
 
 def test_ablp_input_returns_every_label_of_each_anchor():
     s = _state()
-    parts = [queries.ablp_input(s, "train", r, 2, "user__buys__item") for r in range(2)]
+    parts = [queries.ablp_input(s, "train", r, 2, BUYS) for r in range(2)]
     pairs = np.concatenate([p.positive_labels[("user", "buys", "item")].numpy() for p in parts], 1)
     assert sorted(map(tuple, pairs.T)) == [(1, 10), (1, 11), (1, 12), (6, 14), (6, 15), (9, 16)]
     assert sorted(np.concatenate([p.anchor_nodes.numpy() for p in parts])) == [1, 6, 9]
-    assert queries.ablp_input(s, "test", 0, 1, "user__buys__item").positive_labels[
+    assert queries.ablp_input(s, "test", 0, 1, BUYS).positive_labels[
         ("user", "buys", "item")].shape == (2, 0)
     with pytest.raises(UsageError, match="not a supervision edge type"):
-        queries.ablp_input(s, "train", 0, 1, "item__x__user")
+        queries.ablp_input(s, "train", 0, 1, EdgeType.parse("item__x__user"))
     assert queries.node_ids(s, 0, 1, "user", "val").tolist() == [4]
     assert queries.node_ids(s, 1, 2, "item", None).tolist() == list(range(10, 20))
 
@@ -117,19 +124,19 @@ def _edge_split_state() -> StorageState:
     src, dst = rng.integers(0, 50, 3000), rng.integers(0, 80, 3000)
     data = PartitionData(0, {}, {}, {"user__buys__item": LabelShard(src, dst)})
     splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
-    sup = dataset_mod._supervision(data, "user__buys__item", splitter, {"user": 50}, len(src))
+    sup = dataset_mod._supervision(data, BUYS, splitter, {"user": 50}, len(src))
     return _one_partition_state(sup, users=50, items=80)
 
 
 def test_edge_split_ablp_inputs_hold_each_label_once_in_its_own_split():
     s = _edge_split_state()
-    sup = s.supervision["user__buys__item"]
+    sup = s.supervision[BUYS]
     splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
     codes = splitter.assign_edges("user__buys__item", sup.anchor_src, sup.label_dst,
                                   len(sup.anchor_src))
     everything = []
     for split, code in (("train", 0), ("val", 1), ("test", 2)):
-        parts = [queries.ablp_input(s, split, r, 3, "user__buys__item") for r in range(3)]
+        parts = [queries.ablp_input(s, split, r, 3, BUYS) for r in range(3)]
         pairs = np.concatenate([p.positive_labels[("user", "buys", "item")].numpy() for p in parts], 1)
         want = np.stack([sup.anchor_src[codes == code], sup.label_dst[codes == code]])
         assert sorted(map(tuple, pairs.T)) == sorted(map(tuple, want.T)), split
@@ -139,7 +146,7 @@ def test_edge_split_ablp_inputs_hold_each_label_once_in_its_own_split():
     assert sorted(everything) == sorted(zip(sup.anchor_src.tolist(), sup.label_dst.tolist()))
     # a filtered evaluation skips every known positive of the anchor among its candidates
     cand = np.array([3, 7, 11, 79])
-    known = queries.positive_pairs_to(s, "user__buys__item", cand).numpy()
+    known = queries.positive_pairs_to(s, BUYS, cand).numpy()
     want = [(a, b) for a, b in zip(sup.anchor_src.tolist(), sup.label_dst.tolist()) if b in cand]
     assert sorted(map(tuple, known.T)) == sorted(want) and len(want) > 0
 
@@ -154,8 +161,8 @@ def test_edge_split_keeps_only_training_edges_for_message_passing():
                                  "item__rev_buys__user": EdgeShard(dst, src, eids, None, None)}, {})
     splitter = DistEdgeLinkSplitter(num_val=0.1, num_test=0.1)
     codes = splitter.assign_edges("user__buys__item", src, dst, 2000)
-    keep = dataset_mod._keep_mask(data, "user__buys__item", None, splitter, {}, 2000)
-    keep_rev = dataset_mod._keep_mask(data, "item__rev_buys__user", "user__buys__item", splitter,
+    keep = dataset_mod._keep_mask(data, BUYS, None, splitter, {}, 2000)
+    keep_rev = dataset_mod._keep_mask(data, BUYS.reverse(), BUYS, splitter,
                                       {}, 2000)
     assert np.array_equal(keep, codes == 0) and np.array_equal(keep_rev, codes == 0)
     assert 0.75 < keep.mean() < 0.85
@@ -176,8 +183,8 @@ def test_node_split_keeps_only_training_anchors_edges_in_both_directions():
     splitter = DistNodeAnchorLinkSplitter(num_val=0.2, num_test=0.2)
     counts = {"user": users, "item": items}
     codes = splitter.assign("user", np.arange(users), users)  # per user id
-    keep = dataset_mod._keep_mask(data, "user__buys__item", None, splitter, counts, 3000)
-    keep_rev = dataset_mod._keep_mask(data, "item__rev_buys__user", "user__buys__item", splitter,
+    keep = dataset_mod._keep_mask(data, BUYS, None, splitter, counts, 3000)
+    keep_rev = dataset_mod._keep_mask(data, BUYS.reverse(), BUYS, splitter,
                                       counts, 3000)
     assert np.array_equal(keep, codes[src] == 0)  # forward: the source is the anchor
     assert np.array_equal(keep_rev, codes[src] == 0)  # reverse: its destination (src above)
@@ -190,5 +197,5 @@ def test_node_split_keeps_only_training_anchors_edges_in_both_directions():
     assert (wrong_side != keep_rev).mean() > 0.3
     # labels not converted to edges: no supervision edge is in the graph, either direction
     off = DistNodeAnchorLinkSplitter(num_val=0.2, num_test=0.2, should_convert_labels_to_edges=False)
-    assert not dataset_mod._keep_mask(data, "item__rev_buys__user", "user__buys__item", off,
+    assert not dataset_mod._keep_mask(data, BUYS.reverse(), BUYS, off,
                                       counts, 3000).any()

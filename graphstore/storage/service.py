@@ -1,0 +1,67 @@
+"""``StorageService``: one partition's answers to the storage protocol's requests.
+
+A storage session process registers one (graphstore.storage.server), so that requests arriving
+over RPC reach it; a colocated ``DistDataset`` asks one in-process. Either way the same request
+gets the same reply from the same partition (graphstore.storage.queries does the work).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+
+from graphstore.errors import UsageError
+from graphstore.ports import free_ports
+from graphstore.storage import protocol as P
+from graphstore.storage import queries
+from graphstore.storage.dataset import StorageState
+
+
+class StorageService:
+    """Answers :mod:`graphstore.storage.protocol` requests from one partition.
+
+    ``node_partition_books``: GLT's ``node_pb`` of the partition's dataset (one tensor for a
+    homogeneous graph, ``{node type: tensor}`` otherwise); every partition holds the full books.
+    ``bind_host``: where ports must be free (``127.0.0.1`` in local mode).
+    """
+
+    def __init__(self, state: StorageState,
+                 node_partition_books: torch.Tensor | Mapping[str, torch.Tensor],
+                 bind_host: str) -> None:
+        self.state = state
+        self.books = node_partition_books
+        self.bind_host = bind_host
+
+    def answer(self, request: P.Request) -> P.Reply:
+        """The reply to ``request`` (UsageError for a question this partition cannot answer)."""
+        s = self.state
+        if isinstance(request, P.MetadataRequest):
+            return P.MetadataReply(s.metadata)
+        if isinstance(request, P.FreePortsRequest):
+            return P.FreePortsReply(tuple(free_ports(request.num_ports, self.bind_host)))
+        if isinstance(request, P.NodeIdsRequest):
+            return P.NodeIdsReply(queries.node_ids(s, request.rank, request.world_size,
+                                                   request.node_type, request.split))
+        if isinstance(request, P.AblpInputRequest):
+            return P.AblpInputReply(queries.ablp_input(s, request.split, request.rank,
+                                                       request.world_size,
+                                                       request.supervision_edge_type))
+        if isinstance(request, P.PositivePairsRequest):
+            return P.PairsReply(queries.positive_pairs_to(s, request.supervision_edge_type,
+                                                          request.label_ids.numpy()))
+        if isinstance(request, P.LabelsRequest):
+            pairs = queries.labels_for(s, request.supervision_edge_type, request.anchors.numpy())
+            return P.PairsReply(torch.from_numpy(pairs))
+        if isinstance(request, P.NodePartitionBookRequest):
+            return P.PartitionBookReply(self._book(request.node_type))
+        raise UsageError(f"StorageService: no answer for {type(request).__name__}")
+
+    def _book(self, node_type: str) -> torch.Tensor:
+        s = self.state
+        s.metadata.node_type(node_type)  # a known type, or UsageError naming the choices
+        book = self.books[node_type] if isinstance(self.books, Mapping) else self.books
+        if len(book) != s.metadata.node_counts[node_type]:
+            raise UsageError(f"partition {s.partition}: the {node_type} partition book holds "
+                             f"{len(book)} ids, the graph {s.metadata.node_counts[node_type]}")
+        return torch.as_tensor(book, dtype=torch.long).clone()  # a copy: callers may write to it
