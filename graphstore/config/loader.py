@@ -128,9 +128,25 @@ def route_overrides(overrides: Sequence[str], col: Collector) -> tuple[list[str]
     return task_ov, res_ov
 
 
+def with_resource_defaults(task: TaskConfig, res: ResourceConfig) -> TaskConfig:
+    """``task`` with the defaults the resource config gives it: ``exportConfig.bigqueryDataset``
+    from ``common_compute_config.embedding_bq_dataset_name`` when the task sets none (the task's
+    own value wins). The result is what a run freezes, so later stages need no resource lookup."""
+    export, default = task.export, res.shared.embedding_bq_dataset_name
+    if export.warehouse != "bigquery" or export.bigquery_dataset is not None or default is None:
+        return task
+    return task.model_copy(update={"export": export.model_copy(update={"bigquery_dataset": default})})
+
+
 def check_pair(task: TaskConfig, res: ResourceConfig, tcol: Collector, resource_file: str) -> None:
-    """Cross-file checks; problems are recorded against the task file (``tcol``)."""
+    """Cross-file checks; problems are recorded against the task file (``tcol``). ``task`` is
+    the one :func:`with_resource_defaults` returned."""
     export = task.export
+    if export.warehouse == "bigquery" and export.bigquery_dataset is None:
+        tcol.add("exportConfig.bigqueryDataset", None,
+                 "missing: warehouse 'bigquery' needs a dataset; set it here or in "
+                 f"shared_resource_config.common_compute_config.embedding_bq_dataset_name "
+                 f"({resource_file})", missing=True)
     if export.warehouse == "bigquery" and export.bigquery_project is None and res.shared.project is None:
         tcol.add("exportConfig.bigqueryProject", None,
                  "missing: warehouse 'bigquery' needs a project; set it here or in "
@@ -147,7 +163,8 @@ def load_config_pair(task_path: PathLike, resource_path: PathLike, overrides: Se
                      *, origins: Mapping[str, str] = _NO_ORIGINS) -> tuple[TaskConfig, ResourceConfig]:
     """Load a task and a resource config together, with overrides routed by their first key.
 
-    Runs both files' checks and the cross-file checks (BigQuery project, partition count) and
+    Runs both files' checks and the cross-file checks (BigQuery dataset and project, partition
+    count), fills the task's defaults from the resource config (:func:`with_resource_defaults`), and
     raises ONE :class:`ConfigError` listing every problem of both files. ``origins`` maps an
     override to how the user gave it when that was not ``--set`` (e.g. ``{"datasetConfig.
     partitionConfig.numPartitions=3": "--num-partitions 3"}``), so a problem names the flag.
@@ -158,6 +175,7 @@ def load_config_pair(task_path: PathLike, resource_path: PathLike, overrides: Se
     task = _load(TaskConfig, tcol, task_path, task_ov, origins)
     res = _load(ResourceConfig, rcol, resource_path, res_ov, origins)
     if task is not None and res is not None:
+        task = with_resource_defaults(task, res)
         check_pair(task, res, tcol, rcol.file)
     _raise_if_any(ocol, tcol, rcol)
     return task, res

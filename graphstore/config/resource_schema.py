@@ -19,7 +19,8 @@ from pydantic import (
 )
 
 from graphstore.config._fields import (
-    Bad, Email, FileModel, GcpProject, Int, Issues, Label, Model, SqlName, Str, freeze_value, thaw_value,
+    Bad, Email, FileModel, GcpProject, Int, Issues, Label, Model, Pattern, SqlName, Str, freeze_value,
+    thaw_value,
 )
 from graphstore.config._problems import loc_path
 from graphstore.errors import show
@@ -28,6 +29,9 @@ GPU_UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
 LOCAL_KEY = "local_graph_store_config"
 _LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+VPC_NETWORK_RE = re.compile(r"^projects/[0-9]+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+VpcNetwork = Pattern(VPC_NETWORK_RE, "VPC network (projects/<project number>/global/networks/<name>)",
+                     "VPC network")
 
 
 def as_labels(raw: Any) -> Mapping[str, str]:
@@ -187,7 +191,13 @@ class CommonComputeConfig(Model):
     gcp_service_account_email: Email | None = Field(None, description="Service account the jobs run as.")
     temp_assets_bucket: Str | None = Field(None, description="`gs://` prefix for temporary files.")
     perm_assets_bucket: Str | None = Field(None, description="`gs://` prefix for kept outputs.")
-    embedding_bq_dataset_name: SqlName | None = Field(None, description="BigQuery dataset for embeddings.")
+    embedding_bq_dataset_name: SqlName | None = Field(None, description=(
+        "BigQuery dataset for embeddings: the default of the task config's `exportConfig.bigqueryDataset` "
+        "(a value set there wins)."))
+    network: VpcNetwork | None = Field(None, description=(
+        "VPC network the graph-store CustomJobs are peered with, `projects/<project number>/global/networks/"
+        "<name>` (Vertex AI's format; VPC Network Peering for Vertex AI must already be set up). Null: no "
+        "peering. The pipeline's own tasks (freeze, partition, export) run without it."))
 
 
 class SharedResourceConfig(Model):
@@ -221,6 +231,10 @@ class SharedResourceConfig(Model):
     @property
     def embedding_bq_dataset_name(self) -> str | None:
         return self.common_compute_config.embedding_bq_dataset_name
+
+    @property
+    def network(self) -> str | None:
+        return self.common_compute_config.network
 
 
 class ResourceConfig(FileModel):

@@ -139,7 +139,9 @@ class ExportConfig(Model):
         "Project of the BigQuery dataset. With `bigquery`, this or "
         "`shared_resource_config.common_compute_config.project` must be set (checked with a pair)."))
     bigquery_dataset: SqlName | None = Field(None, alias="bigqueryDataset", description=(
-        "Dataset of the embedding tables; required with `bigquery`."))
+        "Dataset of the embedding tables. With `bigquery`, this or "
+        "`shared_resource_config.common_compute_config.embedding_bq_dataset_name` (the default) must be "
+        "set (checked with a pair; the frozen config of a run holds the dataset used)."))
     table_prefix: SqlName = Field("embeddings_", alias="tablePrefix",
                                   description="Table name = prefix + node type.")
     model_version: Version = Field("v1", alias="modelVersion",
@@ -147,11 +149,7 @@ class ExportConfig(Model):
 
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> ExportConfig:
-        if self.warehouse == "bigquery" and self.bigquery_dataset is None:
-            issues = Issues()
-            issues.add(("bigqueryDataset",), None, "missing: required when warehouse is 'bigquery'",
-                       missing=True)
-            issues.raise_any()
+        # bigqueryDataset may come from the resource config: checked by loader.check_pair
         base = (info.context or {}).get("base_dir")
         if base is None or self.local_warehouse_uri is None:
             return self

@@ -472,9 +472,27 @@ def test_memory_limit_out_of_range(tmp_path: Path, limit: int) -> None:
         assert task.dataset.partition.memory_limit_mb == ok
 
 
-def test_bigquery_needs_dataset(tmp_path: Path) -> None:
-    p = only(task_problems(tmp_path, lambda d: d.update(exportConfig={"warehouse": "bigquery"})))
-    assert p.path == "exportConfig.bigqueryDataset"
+def test_bigquery_dataset_from_export_or_resource(tmp_path: Path) -> None:
+    """The dataset may come from the resource config's embedding_bq_dataset_name (the default);
+    a pair giving neither is refused naming both keys; the task's own value wins."""
+    def bq(d: dict) -> None:
+        d["exportConfig"] = {"warehouse": "bigquery"}
+    load_task_config(task_file(tmp_path, bq))  # alone: the resource config may give it
+    with pytest.raises(ConfigError) as exc:
+        load_config_pair(task_file(tmp_path, bq), res_file(tmp_path, base=VERTEX_RES))
+    p = only(list(exc.value.problems))
+    assert p.path == "exportConfig.bigqueryDataset" and "embedding_bq_dataset_name" in p.message
+
+    def named(d: dict) -> None:
+        d["shared_resource_config"]["common_compute_config"]["embedding_bq_dataset_name"] = "emb_r"
+    res = res_file(tmp_path, named, base=VERTEX_RES)
+    task, _ = load_config_pair(task_file(tmp_path, bq), res)
+    assert task.export.bigquery_dataset == "emb_r" and "emb_r" in str(task.to_dict())  # frozen too
+    task, _ = load_config_pair(task_file(tmp_path, lambda d: (bq(d), d["exportConfig"].update(
+        bigqueryDataset="emb_t"))), res)
+    assert task.export.bigquery_dataset == "emb_t"
+    local, _ = load_config_pair(task_file(tmp_path), res)  # a local warehouse takes no dataset
+    assert local.export.bigquery_dataset is None
 
 
 @pytest.mark.parametrize("key,value", [("bigqueryDataset", "emb`; DROP TABLE x; --"),
