@@ -1,7 +1,9 @@
 """Read and validate a shard set (format in :mod:`graphstore.shards.format`). Storage uses this.
 
 Opening checks the manifest (present, right format, supported schema version, every listed file
-present); loading a partition checks the sha256 of each file it reads. Any mismatch raises
+present); loading a partition checks the sha256 of each file it reads. A gs:// set is read lazily:
+opening downloads only the manifest, and each file is downloaded the first time it is read, so a
+reader of one partition (a storage machine) or one id map (export) fetches only that. Any mismatch raises
 :class:`ShardFormatError` naming the file, so a half-written or tampered shard set never loads.
 Arrays come back as numpy (no torch here); storage converts them.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -124,6 +128,43 @@ def _check_counts(manifest: Manifest, uri: str) -> None:
                                    f"{sum(info.counts_per_partition)}; re-partition")
 
 
+def _read_manifest(path: str) -> Manifest:
+    """Parse ``manifest.json`` at the local ``path``: our format, our schema version, well formed."""
+    try:
+        with open(path) as fh:
+            raw = json.load(fh)
+        if raw.get("format") != FORMAT_NAME:
+            raise ShardFormatError(f"{path}: format is {raw.get('format')!r}, expected {FORMAT_NAME!r}")
+        if raw.get("schema_version") != SCHEMA_VERSION:
+            raise ShardFormatError(
+                f"{path}: schema_version {raw.get('schema_version')!r} is not supported "
+                f"(this version reads {SCHEMA_VERSION}); re-partition with this version"
+            )
+        return Manifest.from_dict(raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        if isinstance(exc, ShardFormatError):
+            raise
+        raise ShardFormatError(f"{path}: malformed manifest ({exc!r})") from None
+
+
+def _check_files(manifest: Manifest, uri: str, root: str, sizes: dict[str, int] | None) -> None:
+    """Every file the manifest lists is present (``sizes``: the remote listing, at the byte size
+    the manifest gives; None: look in the local ``root``). Checksums are checked on read."""
+    if sizes is None:
+        missing = [rel for rel in manifest.files if not os.path.isfile(os.path.join(root, rel))]
+    else:
+        missing = [rel for rel in manifest.files if rel not in sizes]
+    if missing:
+        raise ShardFormatError(
+            f"shard set {uri} is incomplete: {len(missing)} file(s) listed in {MANIFEST} are "
+            f"missing, first {uris.join(uri, missing[0])}"
+        )
+    for rel, entry in manifest.files.items():
+        if sizes is not None and sizes[rel] != entry.bytes:
+            raise ShardFormatError(f"{uris.join(uri, rel)} is {sizes[rel]} bytes, {MANIFEST} says "
+                                   f"{entry.bytes} (re-partition)")
+
+
 def is_complete(uri: str) -> bool:
     """True when ``uri`` names a published shard set (its manifest is reachable); no checksums."""
     try:
@@ -133,58 +174,99 @@ def is_complete(uri: str) -> bool:
 
 
 class ShardSet:
-    """A validated, opened shard set. Use :meth:`open`."""
+    """A validated, opened shard set. Use :meth:`open`; :meth:`close` (or ``with``) removes the
+    local copies of a gs:// set.
 
-    def __init__(self, root: str, manifest: Manifest, source_uri: str) -> None:
+    Reads are lazy: a local set is read in place; a gs:// set is opened from its manifest and one
+    listing (every listed file present, at the size the manifest gives), and each file is
+    downloaded the first time a read needs it, then kept under :attr:`root`. So a storage machine
+    fetches only ``manifest.json``, the partition books and its own ``part_<p>/`` files, and the
+    export task only the id map of its node type (:meth:`fetched` lists what came down). Every
+    read of a file checks its sha256 against the manifest unless ``verify`` is False.
+    """
+
+    def __init__(self, root: str, manifest: Manifest, source_uri: str, *,
+                 remote: bool = False) -> None:
         self.root = root
         self.manifest = manifest
         self.source_uri = source_uri
+        self._remote = remote  # files come from source_uri (gs://) into root on first use
+        self._fetched: list[str] = []
 
     @classmethod
     def open(cls, uri: str, *, workdir: str | None = None) -> "ShardSet":
         """Open the shard set at ``uri``: a root (the version its ``CURRENT`` pointer names) or
-        one version folder; a gs:// set is first copied under ``workdir``."""
+        one version folder. A gs:// set gets a new local folder under ``workdir`` (default: the
+        temp folder) where files land as they are read; nothing but the manifest is downloaded
+        here."""
         uri = current_version_uri(uri)
-        root = uri
+        not_found = ShardFormatError(
+            f"{uris.join(uri, MANIFEST)} not found: not a complete shard set "
+            "(the partition stage writes it last; rerun `python -m components.partition`)")
         if uris.is_gcs(uri):
             root = tempfile.mkdtemp(prefix="shards-", dir=workdir)
-            uris.download_tree(uri, root)
+            try:
+                uris.get_file(uris.join(uri, MANIFEST), os.path.join(root, MANIFEST))
+                sizes = uris.list_sizes(uri)
+            except InputDataError:
+                shutil.rmtree(root, ignore_errors=True)
+                raise not_found from None
+            except BaseException:
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+        else:
+            root, sizes = uri, None
         path = os.path.join(root, MANIFEST)
         if not os.path.isfile(path):
-            raise ShardFormatError(
-                f"{uris.join(uri, MANIFEST)} not found: not a complete shard set "
-                "(the partition stage writes it last; rerun `python -m components.partition`)"
-            )
+            raise not_found
         try:
-            with open(path) as fh:
-                raw = json.load(fh)
-            if raw.get("format") != FORMAT_NAME:
-                raise ShardFormatError(f"{path}: format is {raw.get('format')!r}, expected {FORMAT_NAME!r}")
-            if raw.get("schema_version") != SCHEMA_VERSION:
-                raise ShardFormatError(
-                    f"{path}: schema_version {raw.get('schema_version')!r} is not supported "
-                    f"(this version reads {SCHEMA_VERSION}); re-partition with this version"
-                )
-            manifest = Manifest.from_dict(raw)
-        except (ValueError, KeyError, TypeError) as exc:
-            if isinstance(exc, ShardFormatError):
-                raise
-            raise ShardFormatError(f"{path}: malformed manifest ({exc!r})") from None
-        missing = [rel for rel in manifest.files if not os.path.isfile(os.path.join(root, rel))]
-        if missing:
-            raise ShardFormatError(
-                f"shard set {uri} is incomplete: {len(missing)} file(s) listed in {MANIFEST} are "
-                f"missing, first {uris.join(uri, missing[0])}"
-            )
-        _check_counts(manifest, uri)
-        return cls(root, manifest, uri)
+            manifest = _read_manifest(path)
+            _check_files(manifest, uri, root, sizes)
+            _check_counts(manifest, uri)
+        except ShardFormatError:
+            if sizes is not None:
+                shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root, manifest, uri, remote=sizes is not None)
+
+    def close(self) -> None:
+        """Remove the local copies of a gs:// set (its folder under ``workdir``); a local set is
+        left as it is. Reads after close download again."""
+        if self._remote:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "ShardSet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def fetched(self) -> list[str]:
+        """Relative paths downloaded so far, in download order (empty for a local set)."""
+        return list(self._fetched)
+
+    def files_of_partition(self, partition: int) -> dict[str, int]:
+        """``{relative path: bytes}`` a storage machine reads for ``partition``: its
+        ``part_<p>/`` files and every partition book (the manifest aside)."""
+        prefix = f"part_{partition}/"
+        books = {partition_book_path(nt) for nt in self.manifest.node_types}
+        return {rel: e.bytes for rel, e in self.manifest.files.items()
+                if rel.startswith(prefix) or rel in books}
+
+    def _local(self, rel: str) -> str:
+        """The local path of ``rel``, downloaded first when the set is remote."""
+        path = os.path.join(self.root, rel)
+        if self._remote and not os.path.isfile(path):
+            uris.get_file(uris.join(self.source_uri, rel), path)
+            self._fetched.append(rel)
+        return path
 
     # -- validation ---------------------------------------------------------------------------
     def _verified(self, rel: str) -> str:
         entry = self.manifest.files.get(rel)
-        path = os.path.join(self.root, rel)
         if entry is None:
             raise ShardFormatError(f"{uris.join(self.source_uri, rel)} is not listed in {MANIFEST}")
+        path = self._local(rel)
         actual = sha256_file(path)
         if actual != entry.sha256:
             raise ShardFormatError(
@@ -201,20 +283,31 @@ class ShardSet:
         rels = self._files_under(rel_dir)
         if not rels:
             return None
-        paths = [self._verified(r) if verify else os.path.join(self.root, r) for r in rels]
+        paths = [self._verified(r) if verify else self._local(r) for r in rels]
         return pa.concat_tables([pq.read_table(p) for p in paths])
 
     # -- reading ------------------------------------------------------------------------------
+    def stream_dir(self, rel_dir: str, columns: list[str], *, batch_rows: int = 1 << 20,
+                   verify: bool = True) -> Iterator[pa.RecordBatch]:
+        """Record batches of ``columns`` of the files under ``rel_dir`` (e.g.
+        ``format.edge_dir(p, et)``), in the order edge ids follow (files sorted by name, rows in
+        order), at most ``batch_rows`` rows each: memory stays at one batch, whatever the
+        partition's size. Each file's checksum is checked before it is read unless ``verify``
+        is False. Nothing when the folder has no files (a partition without rows)."""
+        for rel in self._files_under(rel_dir):
+            path = self._verified(rel) if verify else self._local(rel)
+            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)
+
     def partition_book(self, node_type: str, verify: bool = True) -> np.ndarray:
         """int32 array: partition of each dense id of ``node_type``."""
         rel = partition_book_path(node_type)
-        path = self._verified(rel) if verify else os.path.join(self.root, rel)
+        path = self._verified(rel) if verify else self._local(rel)
         return np.load(path)
 
     def id_map(self, node_type: str, verify: bool = True) -> pa.Table:
         """Table (int_id, raw_id) sorted by int_id."""
         rel = id_map_path(node_type)
-        path = self._verified(rel) if verify else os.path.join(self.root, rel)
+        path = self._verified(rel) if verify else self._local(rel)
         return pq.read_table(path)
 
     def load_partition(self, partition: int, verify: bool = True) -> PartitionData:
