@@ -7,6 +7,9 @@ exactly the same ones for the processes it starts on 127.0.0.1 (see docs/runtime
   "workerpool2": [...]}, "environment": "cloud", "task": {"type": "workerpool2", "index": 1,
   "trial": ""}, "job": ...}``. Pools with 0 replicas are omitted.
 - ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``.
+- ``GRAPHSTORE_JOB_NAME`` (optional): the job's name, which pipeline.vertex sets on every pool to
+  the CustomJob's display name. On Vertex AI the ``CLUSTER_SPEC`` "job" entry is the job spec as a
+  JSON string, not a name; the local launcher puts the name itself there.
 
 Pool order (the same as the Vertex CustomJob worker pools): ``workerpool0`` is the compute leader
 (exactly 1 replica), ``workerpool1`` the other compute machines (0 or more), ``workerpool2`` the
@@ -35,6 +38,7 @@ WORLD_SIZE = "WORLD_SIZE"
 MASTER_ADDR = "MASTER_ADDR"
 MASTER_PORT = "MASTER_PORT"
 CLUSTER_VARIABLES = (CLUSTER_SPEC, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+JOB_NAME = "GRAPHSTORE_JOB_NAME"
 
 COMPUTE_LEADER_POOL = "workerpool0"
 COMPUTE_POOL = "workerpool1"
@@ -169,7 +173,7 @@ class ClusterTopology:
         return cls(rank=rank, world_size=world_size, master_addr=environ[MASTER_ADDR].strip(),
                    master_port=master_port, role=role, machine_index=machine_index,
                    compute_hosts=compute_hosts, storage_hosts=storage_hosts,
-                   job_name=_job_name(spec.get("job")))
+                   job_name=environ.get(JOB_NAME, "").strip() or _job_name(spec.get("job")))
 
 
 def _int_var(environ: Mapping[str, str], name: str, *, minimum: int,
@@ -245,7 +249,13 @@ def _task(task: Mapping[str, Any], hosts: Mapping[str, tuple[str, ...]],
 
 
 def _job_name(job: Any) -> str:
-    """``job`` is a name (local launcher) or Vertex AI's CustomJobSpec dict (its display name)."""
+    """``CLUSTER_SPEC``'s "job": a name (local launcher), or Vertex AI's job spec, as a JSON
+    string or a dict: its display name when it has one, else ``""`` (never the JSON itself)."""
+    if isinstance(job, str) and job.lstrip().startswith("{"):
+        try:
+            job = json.loads(job)
+        except json.JSONDecodeError:
+            return ""
     if isinstance(job, str):
         return job
     if isinstance(job, dict):

@@ -66,15 +66,11 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
             raise UsageError("give --run-root, or set shared_resource_config.common_compute_config."
                              "perm_assets_bucket")
         run_root = f"{res.shared.perm_assets_bucket.rstrip('/')}/runs"
-    from graphstore import uris
+    from pipeline.vertex_checks import check_for_vertex
 
-    local = [src.uri for src in (*task.dataset.node_sources, *task.dataset.edge_sources)
-             if not uris.is_gcs(src.uri)]
-    if local:
-        raise UsageError(f"Vertex AI cannot read local input files: {local[0]} (and {len(local) - 1} "
-                         "more); put the tables on gs:// and set datasetConfig.dataRootUri")
-    if not uris.is_gcs(run_root):
-        raise UsageError(f"--run-root must be a gs:// prefix on Vertex AI, got {run_root}")
+    # every config that would fail later on Vertex AI is refused here, before anything is sent
+    check_for_vertex(task, res, image=args.image, run_root=run_root, task_file=args.task_config,
+                     resource_file=args.resource_config)
     template = os.path.join(tmp, "pipeline.yaml")
     compile_pipeline(template, image=args.image)
     params = {"task_config": dump_yaml(task.to_dict()), "resource_config": dump_yaml(res.to_dict()),

@@ -12,7 +12,8 @@ clock plus a random suffix), ``run_date`` (empty: today, UTC), ``start_at`` / ``
 (stage names), ``resume`` (the run folder of ``run_id`` may already hold that run: the client
 sets it when the user gave ``--start-at``; otherwise an existing run folder is refused),
 ``graph_store_image`` (the image of the Vertex AI CustomJobs of train and infer; default: the
-compile-time image).
+compile-time image). The train and infer tasks also get the pipeline job's name (KFP's
+placeholder), which labels their CustomJobs (pipeline.vertex.job_labels).
 
 Stage selection uses ``dsl.If`` / ``dsl.Elif`` on ``start_at``, one branch per first stage, each
 holding the chain from that stage on; inside a chain every next stage sits in a nested
@@ -52,10 +53,10 @@ def _partition(run_dir: str) -> str:
     return run_dir
 
 
-def _train(run_dir: str, image: str, metrics: Output[Metrics]) -> str:
+def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics]) -> str:
     from pipeline.stages import run_graph_store
 
-    record = run_graph_store(run_dir, "train", image)
+    record = run_graph_store(run_dir, "train", image, pipeline_job)
     test = record.get("metrics", {})
     # test_model_mrr, test_popularity_hits@10, ... (first supervision type), then per type:
     # test_user__buys__item_model_mrr, ...
@@ -70,10 +71,10 @@ def _train(run_dir: str, image: str, metrics: Output[Metrics]) -> str:
     return run_dir
 
 
-def _infer(run_dir: str, image: str) -> str:
+def _infer(run_dir: str, image: str, pipeline_job: str) -> str:
     from pipeline.stages import run_graph_store
 
-    run_graph_store(run_dir, "infer", image)
+    run_graph_store(run_dir, "infer", image, pipeline_job)
     return run_dir
 
 
@@ -101,7 +102,8 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> 
                 task = export_op(run_dir=frozen.outputs["run_dir"], node_type=node_type)
                 task.set_display_name("export").set_caching_options(enable_caching).after(after)
             return task
-        extra = {"image": image_param} if stage in ("train", "infer") else {}
+        extra = ({"image": image_param, "pipeline_job": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
+                 if stage in ("train", "infer") else {})
         task = ops[stage](run_dir=frozen.outputs["run_dir"], **extra)
         task.set_display_name(stage).set_caching_options(enable_caching).after(after)
         return task

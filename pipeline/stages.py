@@ -188,9 +188,37 @@ def run_partition(run_dir: str) -> None:
                       edges=sum(e.count for e in manifest.edge_types.values()))
 
 
-def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
+def _run_vertex_job(run_dir: str, stage: str, image: str, record: dict, *, pipeline_job: str,
+                    timeout_s: float, client=None, polling=None) -> None:
+    """The stage as one Vertex AI CustomJob (pipeline.custom_jobs: SIGTERM cancels it, so does
+    losing track of it). The stage record names the job (``custom_job``) as soon as it exists."""
+    from pipeline import vertex
+    from pipeline.custom_jobs import Polling, run_custom_job
+
+    task_path, res_path = config_paths(run_dir)
+    task, res = load_frozen(run_dir)
+    run_id = read_run_id(run_dir)
+    job = vertex.custom_job(
+        task, res, stage, image, task_config_uri=task_path, resource_config_uri=res_path,
+        run_dir=run_dir, display_name=f"{run_id}-{stage}", timeout_s=timeout_s,
+        labels=vertex.job_labels(res, run_id=run_id, stage=stage, pipeline_job=pipeline_job))
+    path = RunPaths(run_dir).stage_record(stage)
+
+    def created(name: str) -> None:
+        record.update(custom_job=name, display_name=job.display_name)
+        uris.write_text(path, json.dumps(record, indent=1))
+
+    run_custom_job(client or vertex.job_client(res), vertex.location_parent(res), job,
+                   on_created=created, polling=polling or Polling())
+
+
+def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str = "", *,
+                    client=None, polling=None) -> dict:
     """A graph-store job (train or infer): the local launcher when the resource config is local,
-    else one Vertex AI CustomJob (pipeline.vertex) running ``image``."""
+    else one Vertex AI CustomJob running ``image``, labelled with the run id, the stage and
+    ``pipeline_job`` (the KFP pipeline job's name). ``client`` / ``polling``: the
+    ``JobServiceClient`` and pipeline.custom_jobs.Polling to use (default: the region's client,
+    default polling); tests give a client whose service is a local fake."""
     from pipeline.launch import LaunchFailed, LaunchInterrupted, launch_stage
 
     task_path, res_path = config_paths(run_dir)
@@ -200,13 +228,8 @@ def run_graph_store(run_dir: str, stage: str, image: str = "") -> dict:
     timeout_s = task.runtime.session_timeout_s * sessions
     with recorded(run_dir, stage) as record:
         if stage_res.kind == "vertex":
-            from pipeline import vertex
-
-            job = vertex.custom_job(task, res, stage, image, task_config_uri=task_path,
-                                    resource_config_uri=res_path, run_dir=run_dir,
-                                    display_name=f"{read_run_id(run_dir)}-{stage}")
-            vertex.run_custom_job(job, res, timeout_s)
-            record.update(custom_job=job.resource_name)
+            _run_vertex_job(run_dir, stage, image, record, pipeline_job=pipeline_job,
+                            timeout_s=timeout_s, client=client, polling=polling)
         else:
             try:
                 result = launch_stage(task, res, stage=stage, run_dir=run_dir,

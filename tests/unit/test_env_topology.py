@@ -233,6 +233,20 @@ def test_from_env_accepts_vertex_shapes() -> None:
     assert topo.storage_hosts == ("wp2-0", "wp2-1") and not topo.is_local
 
 
+def test_vertex_job_name_is_the_display_name_never_the_job_spec_json() -> None:
+    """Vertex AI's "job" is the CustomJobSpec as a JSON string (no display name in it): the name
+    is GRAPHSTORE_JOB_NAME, which pipeline.vertex sets on every pool; never the JSON text."""
+    job_spec = json.dumps({"worker_pool_specs": [{"machine_spec": {"machine_type": "n1"}}]})
+    spec = {"cluster": {"workerpool0": ["wp0-0:2222"]}, "environment": "cloud",
+            "task": {"type": "workerpool0", "index": 0, "trial": ""}, "job": job_spec}
+    env = {"CLUSTER_SPEC": json.dumps(spec), "RANK": "0", "WORLD_SIZE": "1",
+           "MASTER_ADDR": "cmle-training-wp0-0", "MASTER_PORT": "2222"}
+    assert ClusterTopology.from_env(env).job_name == ""
+    named = ClusterTopology.from_env({**env, "GRAPHSTORE_JOB_NAME": "20261129T031500Z-3f9a-train"})
+    assert named.job_name == "20261129T031500Z-3f9a-train"
+    assert "job=20261129T031500Z-3f9a-train" in named.describe()
+
+
 def test_topology_guards_its_invariants() -> None:
     base = dict(rank=2, world_size=3, master_addr="h", master_port=1, role="storage",
                 machine_index=0, compute_hosts=("a", "b"), storage_hosts=("c",), job_name="j")

@@ -15,7 +15,8 @@ from graphstore.config import load_config_pair
 from pipeline import vertex
 
 REPO = Path(__file__).resolve().parents[2]
-TASK, RES = REPO / "configs" / "task_hetero.yaml", REPO / "configs" / "resource_vertex.yaml"
+TASK, RES = REPO / "configs" / "task_vertex.yaml", REPO / "configs" / "resource_vertex.yaml"
+LOCAL_TASK = REPO / "configs" / "task_hetero.yaml"
 GCS_DATA = "datasetConfig.dataRootUri=gs://my-bucket/raw/{run_date}"
 IMAGE = "europe-docker.pkg.dev/p/r/graphstore:1"
 
@@ -46,17 +47,19 @@ def test_graph_store_custom_job_pools_follow_the_launcher_contract():
     infer = vertex.worker_pool_specs(task, res.inferencer, "infer", IMAGE, **args)
     assert infer[1] == {} and infer[2]["replica_count"] == 4
     assert infer[0]["container_spec"]["args"][:2] == ["-m", "components.infer"]
-    job = vertex.custom_job(task, res, "train", IMAGE, display_name="r1-train",
-                            credentials=AnonymousCredentials(), **args)
-    request = type(job._gca_resource).to_dict(job._gca_resource)
+    labels = vertex.job_labels(res, run_id="r1", stage="train")
+    job = vertex.custom_job(task, res, "train", IMAGE, display_name="r1-train", timeout_s=3600,
+                            labels=labels, **args)
+    request = type(job).to_dict(job)
     pools = request["job_spec"]["worker_pool_specs"]
     assert [p["replica_count"] for p in pools] == ["1", "1", "4"]
     assert pools[2]["container_spec"]["args"][-1] == "gs://b/runs/r1"
-    assert request["labels"] == {"team": "graph-ml"}
+    assert request["labels"] == {"team": "graph-ml", "graphstore-run-id": "r1",
+                                 "graphstore-stage": "train"}
 
 
 def test_local_resources_are_refused_for_a_custom_job():
-    task, res = load_config_pair(str(TASK), str(REPO / "configs" / "resource_local.yaml"))
+    task, res = load_config_pair(str(LOCAL_TASK), str(REPO / "configs" / "resource_local.yaml"))
     with pytest.raises(Exception, match="no Vertex AI pools"):
         vertex.worker_pool_specs(task, res.trainer, "train", IMAGE, task_config_uri="t",
                                  resource_config_uri="r", run_dir="d")
@@ -82,9 +85,9 @@ def test_submit_dry_run_prints_the_pipeline_job_request():
 
 
 def test_submit_refuses_local_inputs_and_schedule_checks_cron():
-    proc = _cli("submit", "--task-config", str(TASK), "--resource-config", str(RES), "--image",
-                IMAGE, "--dry-run")
-    assert proc.returncode == 2 and "Vertex AI cannot read local input files" in proc.stderr
+    proc = _cli("submit", "--task-config", str(LOCAL_TASK), "--resource-config", str(RES),
+                "--image", IMAGE, "--dry-run")
+    assert proc.returncode == 2 and "is a local file, which Vertex AI cannot read" in proc.stderr
     bad = _cli("schedule", "create", "--cron", "every day", "--task-config", str(TASK),
                "--resource-config", str(RES), "--image", IMAGE, "--set", GCS_DATA, "--dry-run")
     assert bad.returncode == 2 and "--cron" in bad.stderr
