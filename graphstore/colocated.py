@@ -47,9 +47,9 @@ class DistDataset(DatasetBase):
     def from_shards(cls, shards_uri: str, partition: int, storage_args: StorageArgs) -> "DistDataset":
         from graphstore.shards.reader import ShardSet
 
-        shards = ShardSet.open(shards_uri)
-        glt_dataset, state = build_storage_dataset(shards, partition, storage_args,
-                                                   storage_args.sample_edge_direction)
+        with ShardSet.open(shards_uri) as shards:  # gs://: only this partition's files come down
+            glt_dataset, state = build_storage_dataset(shards, partition, storage_args,
+                                                       storage_args.sample_edge_direction)
         return cls(glt_dataset, state)
 
     def open(self, info: Any, local_rank: int) -> "DistDataset":

@@ -268,6 +268,36 @@ def remove_file(uri: str) -> None:
         _client().bucket(bucket).blob(key).delete(retry=_retry())
 
 
+def list_sizes(uri: str) -> dict[str, int]:
+    """Every file under a folder or GCS prefix, at any depth: ``{relative path: bytes}`` (``/``
+    separators; empty when missing). One paged GCS listing; nothing is downloaded."""
+    if not is_gcs(uri):
+        if not os.path.isdir(uri):
+            return {}
+        return {rel: os.path.getsize(os.path.join(uri, rel)) for rel in iter_files(uri)}
+    bucket_name, prefix = split_gcs(uri)
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    with _gcs_errors(uri, "listing"):
+        return {b.name[len(prefix):]: int(b.size or 0)
+                for b in _client().list_blobs(bucket_name, prefix=prefix, retry=_retry())}
+
+
+def get_file(uri: str, dest: str) -> None:
+    """Download one GCS object to the local path ``dest`` (parents created). The object lands
+    under a temporary name and is renamed, so ``dest`` exists only complete; a missing object is
+    an InputDataError naming it."""
+    bucket, key = split_gcs(uri)
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    tmp = f"{dest}.part{os.getpid()}"
+    try:
+        with _gcs_errors(uri, "downloading"):  # streamed to the file in chunks
+            _client().bucket(bucket).blob(key).download_to_filename(tmp, retry=_retry())
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def download_tree(uri: str, local_dir: str) -> None:
     """Copy every object under the GCS prefix ``uri`` into ``local_dir`` (same relative layout)."""
     client = _client()

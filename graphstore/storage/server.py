@@ -3,7 +3,8 @@
 Order (DESIGN §5):
   1. the temporary global group agrees on ``GraphStoreInfo`` (graphstore.graph_store_info),
      then is destroyed: storage never keeps a process group of its own;
-  2. the shard partition ``machine_index`` is loaded and split (graphstore.storage.dataset);
+  2. the shard partition ``machine_index`` is loaded and split (graphstore.storage.dataset); from
+     gs:// only that partition's files and the shared metadata are downloaded (:func:`load_partition`);
   3. for each of ``num_server_sessions`` sessions, one spawned process: it marks itself ready,
      starts the GLT RPC server (``init_server``), pings its clients (graphstore.heartbeat), and
      returns when the clients shut the session down. An RPC server cannot accept a second client
@@ -21,9 +22,11 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import time
+from typing import Any
 
 import torch
 
+from graphstore.config import StorageArgs
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, mark_ready
@@ -105,25 +108,37 @@ def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_i
                                  f"with code {proc.exitcode}")
 
 
-def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
-    """The whole life of one storage machine process (see module docs for the order)."""
+def load_partition(shards_uri: str, partition: int, num_storage: int,
+                   storage_args: StorageArgs) -> tuple[Any, StorageState, list[str]]:
+    """Build the dataset of ``partition`` from the shard set at ``shards_uri``: ``(GLT dataset,
+    StorageState, the shard files downloaded)``. From gs:// only the manifest, the partition books
+    and ``part_<partition>/`` come down (graphstore.shards.reader), each checked against its
+    sha256, and the local copies are removed once the dataset is in memory."""
     from graphstore.shards.reader import ShardSet
 
+    with ShardSet.open(shards_uri) as shards:
+        if shards.manifest.num_partitions != num_storage:
+            raise UsageError(f"{shards_uri} has {shards.manifest.num_partitions} partitions but the "
+                             f"cluster has {num_storage} storage processes; re-partition with "
+                             f"--num-partitions {num_storage}")
+        dataset, state = build_storage_dataset(shards, partition, storage_args,
+                                               storage_args.sample_edge_direction)
+        fetched = shards.fetched()
+    log.info("storage %d read partition %d: downloaded_files=%d", partition, partition, len(fetched))
+    return dataset, state, fetched
+
+
+def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
+    """The whole life of one storage machine process (see module docs for the order)."""
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
     info = agree_on_cluster(ctx, topology)
-    shards = ShardSet.open(ctx.shards_uri)
-    if shards.manifest.num_partitions != info.num_storage_nodes:
-        raise UsageError(f"{ctx.shards_uri} has {shards.manifest.num_partitions} partitions but the "
-                         f"cluster has {info.num_storage_nodes} storage processes; re-partition "
-                         f"with --num-partitions {info.num_storage_nodes}")
-    dataset, state = build_storage_dataset(
-        shards, topology.machine_index, ctx.storage.storage_args,
-        ctx.storage.storage_args.sample_edge_direction)
+    dataset, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
+                                       info.num_storage_nodes, ctx.storage.storage_args)
     serve_sessions(dataset, state, info, topology.machine_index)
     log.info("storage %d served %d session(s); exiting", topology.machine_index,
              info.num_server_sessions)
     return 0
 
 
-__all__ = ["run_storage", "serve_sessions", "SERVER_GROUP", "CLIENT_GROUP"]
+__all__ = ["load_partition", "run_storage", "serve_sessions", "SERVER_GROUP", "CLIENT_GROUP"]
