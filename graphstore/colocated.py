@@ -27,6 +27,7 @@ from graphstore.ablp import ABLPInputNodes
 from graphstore.config import StorageArgs
 from graphstore.dataset_metadata import EdgeTypeLike
 from graphstore.errors import UsageError
+from graphstore.glt_adapter import init_dist_loader
 from graphstore.graph_dataset import DatasetBase, LoaderOptions
 from graphstore.splitter import Split
 from graphstore.storage import protocol as P
@@ -89,7 +90,7 @@ class DistDataset(DatasetBase):
         an empty one, when the partition was shared from the machine's parent process; inline
         sampling does not use that channel.
         """
-        from graphlearn_torch.distributed import CollocatedDistSamplingWorkerOptions, DistLoader
+        from graphlearn_torch.distributed import CollocatedDistSamplingWorkerOptions
 
         from graphstore import compute
 
@@ -98,7 +99,7 @@ class DistDataset(DatasetBase):
         worker_options = CollocatedDistSamplingWorkerOptions(
             master_addr=proc.info.storage_cluster_master_ip, master_port=compute.shared_port(proc),
             rpc_timeout=proc.info.runtime.rpc_timeout_s)
-        DistLoader.__init__(loader, self.glt, only, config, CPU, worker_options)
+        init_dist_loader(loader, self.glt, only, config, CPU, worker_options)
 
     # -- colocated shortcuts: this machine's part of the fetch_* results ----------------------------
     def node_ids(self, node_type: str | None = None, split: Split | None = None, rank: int = 0,

@@ -25,6 +25,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from graphstore import glt_adapter
 from graphstore.errors import UsageError
 from graphstore.graph_store_info import GraphStoreInfo, wait_ready
 from graphstore.heartbeat import Heartbeat
@@ -55,7 +56,6 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
     import graphlearn_torch as glt
     import torch
     import torch.distributed as dist
-    from torch.distributed import rpc
 
     from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
 
@@ -66,6 +66,7 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
     if not 0 <= local_rank < info.num_processes_per_compute:
         raise UsageError(f"local_rank {local_rank} not in [0, {info.num_processes_per_compute})")
     rank, world = info.compute_rank(local_rank), info.num_compute_processes
+    glt_adapter.check_glt_version()
     t0 = time.perf_counter()
     if info.colocated:  # every compute process holds (a share of) its machine's partition
         glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
@@ -78,7 +79,7 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
             num_servers=info.num_storage_nodes, num_clients=world, client_rank=rank,
             master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
             num_rpc_threads=4, client_group_name=CLIENT_GROUP)
-        rpc._set_rpc_timeout(info.runtime.rpc_timeout_s)
+        glt_adapter.set_client_rpc_timeout(info.runtime.rpc_timeout_s)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(
         backend, init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
@@ -100,13 +101,11 @@ def shared_port(proc: _ComputeProcess) -> int:
     Rank 0 picks a free port on the compute leader and publishes it in the compute group's store
     under the loader's creation index; ranks create loaders in the same order, so indices match.
     """
-    from torch.distributed.distributed_c10d import _get_default_store
-
     from graphstore.ports import free_ports
 
     key = f"graphstore/loader_port/{proc.loaders_created}"
     proc.loaders_created += 1
-    store = _get_default_store()
+    store = glt_adapter.default_store()
     if proc.rank == 0:
         store.set(key, str(free_ports(1, "127.0.0.1" if proc.info.is_local else "")[0]))
     return int(store.get(key).decode())

@@ -3,6 +3,8 @@
 Checks (each one isolated: a failure is recorded, never raised):
   * versions and builds: Python, torch (CUDA or CPU build, CUDA available, device count),
     torch_geometric, graphlearn_torch, torch_sparse, torch_scatter, pyg_lib;
+  * whether the installed graphlearn-torch is the version graphstore's GLT workarounds were
+    written for (``glt_adapter``: graphstore.glt_adapter; ``--require-glt`` fails otherwise);
   * neighbour-sampling backends, each asked to sample the full 2-hop neighbourhood of one seed on
     a tiny in-memory graph whose answer is known (``pyg_lib``, ``torch_sparse``, PyG's
     ``NeighborLoader``, GLT's CPU ``NeighborSampler``);
@@ -25,6 +27,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
+from graphstore.glt_adapter import GLT_VERSION, glt_version_problem, installed_glt_version
 from graphstore.ports import free_ports
 
 # The tiny graph: 0->1, 0->2, 1->3, 2->4, 3->5, 6->0. Seed 0, two hops outwards: {0,1,2,3,4}.
@@ -179,6 +182,14 @@ def torch_report() -> dict[str, Any]:
     return info
 
 
+def glt_adapter_report() -> dict[str, Any]:
+    """Is the installed graphlearn-torch the one graphstore.glt_adapter was written for?"""
+    installed = installed_glt_version()
+    problem = glt_version_problem(installed)
+    return {"written_for": GLT_VERSION, "installed": installed, "ok": problem is None,
+            **({"error": problem} if problem else {})}
+
+
 def collect(timeout_s: float = 20.0) -> dict[str, Any]:
     """Build the whole report (a JSON-serialisable dict)."""
     report: dict[str, Any] = {
@@ -186,6 +197,7 @@ def collect(timeout_s: float = 20.0) -> dict[str, Any]:
         "torch": torch_report(),
         "packages": {m: _version(m) for m in
                      ("torch_geometric", "graphlearn_torch", "torch_sparse", "torch_scatter", "pyg_lib")},
+        "glt_adapter": glt_adapter_report(),
     }
     if not report["torch"]["importable"]:
         report["neighbor_sampling"] = {}
@@ -210,6 +222,8 @@ def failed_requirements(report: dict[str, Any], *, neighbor: bool, glt: bool,
         err = (report["packages"]["graphlearn_torch"].get("error")
                or sampling.get("graphlearn_torch", {}).get("error"))
         failures.append(f"graphlearn_torch does not sample ({err}): {FIXES['glt']}")
+    if glt and report.get("glt_adapter", {}).get("error"):
+        failures.append(report["glt_adapter"]["error"])
     if cuda and not report["torch"].get("cuda_available"):
         failures.append(f"CUDA is not available: {FIXES['cuda']}")
     return failures
@@ -225,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit 1 unless a PyG sampling backend (pyg_lib, torch_sparse or "
                              "NeighborLoader) samples correctly")
     parser.add_argument("--require-glt", action="store_true",
-                        help="exit 1 unless graphlearn_torch imports and samples correctly")
+                        help="exit 1 unless graphlearn_torch imports and samples correctly and "
+                             f"is the version graphstore's workarounds were written for ({GLT_VERSION})")
     parser.add_argument("--require-cuda", action="store_true",
                         help="exit 1 unless torch sees a CUDA device")
     parser.add_argument("--timeout-s", type=float, default=20.0,

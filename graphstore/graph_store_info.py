@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import graphstore.rendezvous  # noqa: F401  (binds loopback rendezvous stores to loopback)
-from graphstore import uris
+from graphstore import glt_adapter, uris
 from graphstore.config import RuntimeConfig
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
@@ -110,9 +110,8 @@ def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float) -> dic
     to free the collective's tensors), even with a barrier in between.
     """
     import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _get_default_store
 
-    store = _get_default_store()
+    store = glt_adapter.default_store()
     store.set_timeout(datetime.timedelta(seconds=timeout_s))
     if topology.role == "storage" and topology.machine_index == 0:
         store.set("graphstore/storage_rpc_ports",

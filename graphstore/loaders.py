@@ -27,30 +27,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from graphlearn_torch.distributed import DistLoader
 from graphlearn_torch.typing import reverse_edge_type
-from graphlearn_torch.sampler import (
-    EdgeSamplerInput, NodeSamplerInput, SamplingConfig, SamplingType,
-)
+from graphlearn_torch.sampler import NodeSamplerInput, SamplingConfig, SamplingType
 
 from graphstore import compute
 from graphstore.ablp import ABLPInputNodes
 from graphstore.dataset_metadata import EdgeTypeLike, EdgeTypeTuple, as_edge_type
 from graphstore.errors import UsageError
+from graphstore.glt_adapter import GltLoader, LabeledEdgeInput
 from graphstore.graph_dataset import GraphDataset, LoaderOptions
-
-
-class _LabeledEdgeInput(EdgeSamplerInput):
-    """GLT 0.2.4's ``EdgeSamplerInput.to`` / ``share_memory`` touch ``neg_sampling`` whenever a
-    label is set, and crash when it is None; labels without GLT's random negatives are our case."""
-
-    def to(self, device: torch.device) -> "_LabeledEdgeInput":
-        return self
-
-    def share_memory(self) -> "_LabeledEdgeInput":
-        for t in (self.row, self.col, self.label):
-            t.share_memory_()
-        return self
 
 
 def _one_supervision_type(per_part: list, requested: EdgeTypeLike | None) -> EdgeTypeTuple:
@@ -130,7 +115,7 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any,
     return sup_type.as_tuple(), [labels.get(k, empty) for k in parts]
 
 
-class DistNeighborLoader(DistLoader):
+class DistNeighborLoader(GltLoader):
     """Neighbourhood samples around node seeds. ``input_nodes``: ``dict[int, Tensor]``
     (homogeneous) or ``(node_type, dict[int, Tensor])``, as ``fetch_node_ids`` returns (a plain
     ``Tensor`` for the only input partition, e.g. colocated)."""
@@ -159,7 +144,7 @@ class DistNeighborLoader(DistLoader):
             "nbr", num_workers, worker_concurrency, prefetch_size))
 
 
-class DistABLPLoader(DistLoader):
+class DistABLPLoader(GltLoader):
     """Anchor-based link prediction batches (see module docs). ``input_nodes``:
     ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns (the labels of one split), or
     anchor ids ``dict[int, Tensor]`` / ``(anchor_node_type, dict[int, Tensor])`` with all their
@@ -176,11 +161,10 @@ class DistABLPLoader(DistLoader):
         sup, pairs_per_input = _ablp_pairs(dataset, input_nodes, supervision_edge_type)
         self.supervision_edge_type = sup
         self._hetero = not meta.is_homogeneous
-        # a label tensor is required: with label=None GLT puts a None into the sample message,
-        # its shared-memory queue rejects it, and the batch is silently lost (seen here)
-        inputs = [_LabeledEdgeInput(row=p[0].contiguous(), col=p[1].contiguous(),
-                                    label=torch.ones(p.size(1), dtype=torch.long),
-                                    input_type=sup if self._hetero else None)
+        # a label tensor is required (graphstore.glt_adapter.LabeledEdgeInput says why)
+        inputs = [LabeledEdgeInput(row=p[0].contiguous(), col=p[1].contiguous(),
+                                   label=torch.ones(p.size(1), dtype=torch.long),
+                                   input_type=sup if self._hetero else None)
                   for p in pairs_per_input]
         self.num_pairs = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
@@ -189,8 +173,8 @@ class DistABLPLoader(DistLoader):
         dataset.start_loader(self, inputs, config, LoaderOptions(
             "ablp", num_workers, worker_concurrency, prefetch_size))
 
-    def _collate_fn(self, msg):
-        data = super()._collate_fn(msg)
+    def finish_batch(self, data: Any) -> Any:
+        """Add ``y_positive`` and the batch's supervision, anchor and label types."""
         sup = self.supervision_edge_type
         if not self._hetero:
             # GLT's to_data stores edge_label_index flipped; undo it: [anchor idx, label idx]

@@ -18,8 +18,12 @@ be finishing theirs: one training run with compute workers on a forkserver faile
 processes stay on spawn. Sampling workers end with ``shutdown_rpc(graceful=False)`` (GLT), so
 nothing waits on them.
 
-Ordering: the forkserver starts (in the background) when :func:`preload_glt_sampling_workers` is
-called, and keeps the environment of that moment for the life of the calling process.
+GLT has no hook for its start method: :func:`graphstore.glt_adapter.prepare_sampling_server`
+puts a :class:`PreloadedMultiprocessing` in place of the ``mp`` module global that
+``DistMpSamplingProducer.init`` calls ``mp.get_context('spawn')`` on, in each process that creates
+sampling producers (a storage session process) before its first loader. Ordering: the forkserver
+starts (in the background) when that proxy is built, and keeps the environment of that moment for
+the life of the calling process.
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ def _preloaded_context():
     return ctx
 
 
-class _PreloadedMultiprocessing:
-    """``torch.multiprocessing`` whose ``get_context('spawn')`` answers the preloaded context."""
+class PreloadedMultiprocessing:
+    """``torch.multiprocessing`` (``base``) whose ``get_context('spawn')`` answers a forkserver
+    context that preloaded :data:`SAMPLING_PRELOAD` (started when this is built); every other
+    attribute is ``base``'s."""
 
     def __init__(self, base: ModuleType) -> None:
         self._base = base
@@ -59,17 +65,3 @@ class _PreloadedMultiprocessing:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._base, name)
-
-
-def preload_glt_sampling_workers() -> None:
-    """Make GLT start its sampling workers from a preloaded forkserver. Idempotent.
-
-    ``DistMpSamplingProducer.init`` calls ``mp.get_context('spawn')`` on its module's ``mp``;
-    this replaces that module global with a proxy (GLT has no other hook; the storage session
-    patches ``MP_STATUS_CHECK_INTERVAL`` of the same module the same way). Call it in each
-    process that creates sampling producers (a storage session process) before its first loader.
-    """
-    from graphlearn_torch.distributed import dist_sampling_producer
-
-    if not isinstance(dist_sampling_producer.mp, _PreloadedMultiprocessing):
-        dist_sampling_producer.mp = _PreloadedMultiprocessing(dist_sampling_producer.mp)

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from graphstore.glt_adapter import init_dist_loader
 from graphstore.graph_dataset import DatasetBase, LoaderOptions
 from graphstore.graph_store_info import GraphStoreInfo
 from graphstore.storage import protocol as P
@@ -74,7 +75,7 @@ class RemoteDistDataset(DatasetBase):
         one RPC group across all servers, so a loader that skipped a server would hang. Each
         loader gets a unique ``worker_key`` and its own free port on storage rank 0 for its
         sampling workers; loaders are created one compute rank at a time (:func:`_in_rank_order`)."""
-        from graphlearn_torch.distributed import DistLoader, RemoteDistSamplingWorkerOptions
+        from graphlearn_torch.distributed import RemoteDistSamplingWorkerOptions
 
         info = self.cluster_info
         port = self._ask(0, P.FreePortsRequest(1)).ports[0]
@@ -88,8 +89,8 @@ class RemoteDistDataset(DatasetBase):
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()
-        _in_rank_order(lambda: DistLoader.__init__(loader, None, list(inputs), config, CPU,
-                                                   worker_options))
+        _in_rank_order(lambda: init_dist_loader(loader, None, list(inputs), config, CPU,
+                                                worker_options))
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
                      self.num_storage, time.perf_counter() - t0)

@@ -25,6 +25,7 @@ from typing import Mapping
 
 import numpy as np
 
+from graphstore import glt_adapter
 from graphstore.config import EdgeType, StorageArgs
 from graphstore.dataset_metadata import DatasetMetadata
 from graphstore.errors import UsageError
@@ -116,6 +117,7 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
     import torch
     from graphlearn_torch.distributed import DistDataset
 
+    glt_adapter.check_glt_version()
     t0 = time.perf_counter()
     m = shards.manifest
     if m.sample_edge_direction != sample_edge_direction:
@@ -164,10 +166,7 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
         ds.node_pb = node_pb
         if feats:
             ds.init_node_features(feats, id2idx, with_gpu=False)
-        # GLT 0.2.4's hetero sampler asserts node_labels is a dict, and wraps a dict of Features
-        # (or an empty dict) into a remote feature it then queries; a dict without any real node
-        # type key satisfies the assert and is skipped at lookup (labels are not node labels here).
-        ds.node_labels = {"__no_node_labels__": torch.empty(0, dtype=torch.long)}
+        glt_adapter.set_no_node_labels(ds)
     state = StorageState(
         partition=partition, metadata=meta,
         owned_nodes={nt: np.sort(s.ids) for nt, s in data.nodes.items()},

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from graphstore import glt_adapter
 from graphstore.config import StorageArgs
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
@@ -41,16 +42,10 @@ log = logging.getLogger(__name__)
 
 PRODUCER_JOIN_S = 1.0
 """How long a server waits for a loader's sampling worker to exit before terminating it (GLT's
-``MP_STATUS_CHECK_INTERVAL``, 5 s). A worker in the middle of an epoch never reads the stop
-command, so shutting down a training loader cost 5 s per server per loader (measured: 40 s to
-close the 4 loaders of a 2-type training run on 2 servers); an idle worker exits at once."""
-
-
-def _session_finished() -> bool:
-    from graphlearn_torch.distributed.dist_server import get_server
-
-    server = get_server()
-    return server is None or bool(getattr(server, "_exit", False))
+``MP_STATUS_CHECK_INTERVAL``, 5 s; graphstore.glt_adapter.prepare_sampling_server). A worker in
+the middle of an epoch never reads the stop command, so shutting down a training loader cost 5 s
+per server per loader (measured: 40 s to close the 4 loaders of a 2-type training run on 2
+servers); an idle worker exits at once."""
 
 
 # -- sessions --------------------------------------------------------------------------------------
@@ -58,16 +53,11 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
                   storage_index: int, log_level: int) -> None:
     """Body of one spawned server-session process."""
     import graphlearn_torch as glt
-    from graphlearn_torch.distributed import dist_sampling_producer
 
     from graphstore.cli import setup_logging
-    from graphstore.processes import preload_glt_sampling_workers
 
     setup_logging(f"storage{storage_index}/s{session}", log_level)
-    # GLT reads this module constant when it joins a producer's workers (in this process only;
-    # the workers import their own copy): see PRODUCER_JOIN_S
-    dist_sampling_producer.MP_STATUS_CHECK_INTERVAL = PRODUCER_JOIN_S
-    preload_glt_sampling_workers()
+    glt_adapter.prepare_sampling_server(PRODUCER_JOIN_S)  # before the session's first loader
     protocol.register_service(StorageService(state, dataset.node_pb,
                                              "127.0.0.1" if info.is_local else ""))
     torch.set_num_threads(1)
@@ -83,7 +73,7 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
     peers = {f"compute rank {j}": f"{CLIENT_GROUP}_{j}" for j in range(info.num_compute_processes)}
     beat = Heartbeat(peers, interval_s=info.runtime.heartbeat_interval_s,
                      timeout_s=info.runtime.heartbeat_timeout_s,
-                     is_finished=_session_finished).start()
+                     is_finished=glt_adapter.server_session_finished).start()
     glt.distributed.wait_and_shutdown_server()
     beat.stop()
     log.info("session=%d done seconds=%.1f", session, time.perf_counter() - t0)

@@ -1,4 +1,5 @@
-"""GLT's sampling workers start from a preloaded forkserver (graphstore.processes)."""
+"""GLT's sampling workers start from a preloaded forkserver (graphstore.processes, installed by
+graphstore.glt_adapter.prepare_sampling_server)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ def child(q):
     q.put((os.getppid(), 'graphlearn_torch' in sys.modules))
 
 if __name__ == '__main__':
-    from graphstore.processes import preload_glt_sampling_workers as p
-    p(); p()
+    from graphstore.glt_adapter import prepare_sampling_server as p
+    p(1.0); p(1.0)
     from graphlearn_torch.distributed import dist_sampling_producer as d
     ctx = d.mp.get_context('spawn')
     q = ctx.Queue()

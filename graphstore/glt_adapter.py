@@ -1,0 +1,249 @@
+"""The one place graphstore reaches into graphlearn-torch's (GLT's) globals and private API.
+
+Every workaround here was written for, and measured with, ``graphlearn-torch==0.2.4`` (the pinned
+stack: README, Stack); GLT offers no public hook for any of them. Before a workaround touches GLT
+it checks that the installed GLT is that version (:func:`check_glt_version`): another version
+fails with one line naming both versions, instead of patches landing on code they were not
+written for. ``python -m graphstore.doctor`` reports the same check.
+
+=====================================  ==========================================================
+what we reach into                     where it is applied
+=====================================  ==========================================================
+``dist_sampling_producer.mp``,         :func:`prepare_sampling_server`, once per storage session
+``MP_STATUS_CHECK_INTERVAL``           process, before its first loader (graphstore.storage.server)
+``DistServer._exit``                   :func:`server_session_finished` (the storage heartbeat)
+``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
+``EdgeSamplerInput.to`` /              :class:`LabeledEdgeInput` (the ABLP loader's inputs)
+``share_memory``
+``DistLoader._collate_fn``             :class:`GltLoader`, the base of both loaders (graphstore.loaders)
+``DistLoader.__init__`` on a built     :func:`init_dist_loader` (each dataset's ``start_loader``)
+loader
+torch's ``rpc._set_rpc_timeout``       :func:`set_client_rpc_timeout` (graphstore.compute)
+torch's ``_get_default_store``         :func:`default_store` (graphstore.compute,
+                                       graphstore.graph_store_info)
+=====================================  ==========================================================
+
+Each function documents the reason it exists, as measured here. Applying any of them twice is
+harmless (each is idempotent). Importing this module imports neither torch nor GLT: the doctor
+checks the version before it tries to import GLT, and :class:`LabeledEdgeInput` and
+:class:`GltLoader` (GLT subclasses) are built the first time they are used (module
+``__getattr__``). torch's rendezvous store is patched by graphstore.rendezvous (torch, not GLT).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+from graphstore.errors import RuntimeFailure
+
+GLT_DISTRIBUTION = "graphlearn-torch"
+GLT_VERSION = "0.2.4"
+"""The GLT release every workaround in this module was written for and measured with."""
+
+_checked = False
+
+
+def installed_glt_version() -> str | None:
+    """The installed GLT distribution's version (its metadata; GLT is not imported), or None."""
+    try:
+        return importlib.metadata.version(GLT_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def glt_version_problem(installed: str | None) -> str | None:
+    """Why ``installed`` (a GLT version, None: not installed) is not the version this module
+    was written for, as one line; None when it is (a local build tag such as ``+cu121`` aside)."""
+    if installed is not None and installed.split("+", 1)[0] == GLT_VERSION:
+        return None
+    found = "is not installed" if installed is None else f"{installed} is installed"
+    return (f"{GLT_DISTRIBUTION} {found}, but graphstore's GLT workarounds "
+            f"(graphstore/glt_adapter.py) were written for {GLT_VERSION}: install "
+            f"{GLT_DISTRIBUTION}=={GLT_VERSION} (README, Stack; `make setup`)")
+
+
+def check_glt_version() -> None:
+    """Raise :class:`RuntimeFailure` unless the installed GLT is :data:`GLT_VERSION`.
+
+    Checked once per process (a passing check is remembered); every workaround below calls it.
+    """
+    global _checked
+    if _checked:
+        return
+    problem = glt_version_problem(installed_glt_version())
+    if problem:
+        raise RuntimeFailure(problem)
+    _checked = True
+
+
+# -- storage: sampling producers -------------------------------------------------------------------
+def prepare_sampling_server(producer_join_s: float) -> None:
+    """Prepare this process to host GLT sampling producers (a storage server session). Idempotent.
+
+    * ``dist_sampling_producer.mp``: ``DistMpSamplingProducer.init`` starts every sampling worker
+      with ``mp.get_context('spawn')`` on that module global, a fresh interpreter importing torch
+      and GLT (4.4 s alone here): one loader took ~11 s to create with 2 ranks x 2 servers. It is
+      replaced by a proxy whose ``spawn`` context is a forkserver that imported GLT once
+      (graphstore.processes): loaders are ready in ~2.5-5 s.
+    * ``dist_sampling_producer.MP_STATUS_CHECK_INTERVAL`` (5 s): how long GLT joins a sampling
+      worker at shutdown before terminating it. A worker in the middle of an epoch never reads the
+      stop command, so closing the 4 loaders of a 2-type training run on 2 servers cost 40 s; set
+      to ``producer_join_s``. GLT reads it in this process only (its workers never do).
+    """
+    check_glt_version()
+    from graphlearn_torch.distributed import dist_sampling_producer
+
+    from graphstore.processes import PreloadedMultiprocessing
+
+    dist_sampling_producer.MP_STATUS_CHECK_INTERVAL = producer_join_s
+    if not isinstance(dist_sampling_producer.mp, PreloadedMultiprocessing):
+        dist_sampling_producer.mp = PreloadedMultiprocessing(dist_sampling_producer.mp)
+
+
+def server_session_finished() -> bool:
+    """True when this process's GLT server is gone or its clients have shut it down.
+
+    GLT 0.2.4 has no public "has exited" on ``DistServer``; its ``_exit`` flag is set when the
+    client group's shutdown reaches the server. The storage heartbeat reads it so that clients
+    that left because the session ended are not reported as dead peers.
+    """
+    check_glt_version()
+    from graphlearn_torch.distributed.dist_server import get_server
+
+    server = get_server()
+    return server is None or bool(getattr(server, "_exit", False))
+
+
+def set_no_node_labels(dataset: Any) -> None:
+    """Give a heterogeneous GLT ``DistDataset`` a placeholder ``node_labels``. Idempotent.
+
+    GLT 0.2.4's heterogeneous sampler asserts that ``node_labels`` is a dict, and wraps a dict of
+    features (or an empty dict) into a remote feature that it then queries; a dict without any
+    real node type key passes the assert and is skipped at lookup. Our labels are edges
+    (supervision edge types), never node labels.
+    """
+    check_glt_version()
+    import torch
+
+    dataset.node_labels = {"__no_node_labels__": torch.empty(0, dtype=torch.long)}
+
+
+# -- compute: loaders ------------------------------------------------------------------------------
+def init_dist_loader(loader: Any, data: Any, inputs: Any, config: Any, device: Any,
+                     worker_options: Any) -> None:
+    """Run GLT's ``DistLoader.__init__`` on ``loader``, an instance our loader classes are
+    already building.
+
+    Our loaders (graphstore.loaders) check and convert their inputs in their own ``__init__``;
+    which GLT mode the loader runs in (remote sampling workers on the storage servers, or inline
+    sampling on this machine's partition) is known only to the dataset, which therefore finishes
+    the construction with its own ``data`` (None in remote mode) and worker options
+    (``GraphDataset.start_loader``).
+    """
+    check_glt_version()
+    from graphlearn_torch.distributed import DistLoader
+
+    DistLoader.__init__(loader, data, inputs, config, device, worker_options)
+
+
+def set_client_rpc_timeout(timeout_s: float) -> None:
+    """Set this RPC agent's default timeout (graph-store compute processes, after
+    ``init_client``).
+
+    GLT 0.2.4's ``init_client`` takes no RPC timeout and starts the agent with GLT's default
+    (180 s), and torch 2.3 has no public setter once the agent runs, so ``rpcTimeoutS`` is set
+    through torch's ``rpc._set_rpc_timeout``.
+    """
+    check_glt_version()
+    from torch.distributed import rpc
+
+    rpc._set_rpc_timeout(timeout_s)
+
+
+def default_store() -> Any:
+    """The key-value store of this process's default process group (torch's private
+    ``_get_default_store``; torch 2.3 has no public accessor).
+
+    Used where peers must agree on values without a collective: the cluster-info exchange
+    (destroying a gloo group right after an object collective deadlocked here in torch 2.3,
+    graphstore.graph_store_info) and the port of each colocated loader's sampling group, published
+    by compute rank 0 under the loader's creation index (graphstore.compute).
+    """
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    return _get_default_store()
+
+
+# -- GLT subclasses, built on first use ------------------------------------------------------------
+def _as_module_level(cls: type) -> type:
+    """Name ``cls`` as this module's attribute, so pickle finds it by name (inputs travel to
+    the storage servers over RPC): ``graphstore.glt_adapter.<name>`` resolves through
+    ``__getattr__`` to this very class."""
+    cls.__module__ = __name__
+    cls.__qualname__ = cls.__name__
+    return cls
+
+
+def _labeled_edge_input() -> type:
+    from graphlearn_torch.sampler import EdgeSamplerInput
+
+    class LabeledEdgeInput(EdgeSamplerInput):
+        """An ``EdgeSamplerInput`` with labels and without GLT's random negatives.
+
+        GLT 0.2.4's ``EdgeSamplerInput.to`` / ``share_memory`` touch ``neg_sampling`` whenever a
+        label is set, and crash when it is None. The ABLP loader needs a label tensor (with
+        ``label=None`` GLT puts a None into the sample message, its shared-memory queue rejects
+        it and the batch is silently lost, seen here) and no negatives, so this input stays on
+        the CPU and shares only its tensors."""
+
+        def to(self, device: Any) -> "LabeledEdgeInput":
+            return self
+
+        def share_memory(self) -> "LabeledEdgeInput":
+            for t in (self.row, self.col, self.label):
+                t.share_memory_()
+            return self
+
+    return _as_module_level(LabeledEdgeInput)
+
+
+def _glt_loader() -> type:
+    from graphlearn_torch.distributed import DistLoader
+
+    class GltLoader(DistLoader):
+        """GLT's ``DistLoader`` with a public per-batch hook, :meth:`finish_batch`.
+
+        GLT 0.2.4 builds each batch in its private ``DistLoader._collate_fn`` and has no other
+        hook; the ABLP loader adds its label pairs there (``batch.y_positive`` ...), so the
+        override lives here once and loaders implement ``finish_batch``."""
+
+        def _collate_fn(self, msg: Any) -> Any:
+            return self.finish_batch(super()._collate_fn(msg))
+
+        def finish_batch(self, data: Any) -> Any:
+            """Complete one collated batch (``Data`` / ``HeteroData``); the default keeps it."""
+            return data
+
+    return _as_module_level(GltLoader)
+
+
+_BUILDERS = {"LabeledEdgeInput": _labeled_edge_input, "GltLoader": _glt_loader}
+_built: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> type:
+    """Build :class:`LabeledEdgeInput` / :class:`GltLoader` once, on first use (imports GLT)."""
+    if name not in _BUILDERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _built:
+        check_glt_version()
+        _built[name] = _BUILDERS[name]()
+    return _built[name]
+
+
+__all__ = [
+    "GLT_VERSION", "GltLoader", "LabeledEdgeInput", "check_glt_version", "default_store",
+    "glt_version_problem", "init_dist_loader", "installed_glt_version", "prepare_sampling_server",
+    "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
+]
