@@ -16,7 +16,7 @@ it until it ends. The rules, in the order they apply:
   :attr:`Polling.retries` consecutive failures the job is cancelled (as above) and
   :class:`CustomJobFailed` says so, naming the job: a job is never orphaned silently.
 - A failed create call may still have created the job (e.g. a deadline hit after the service
-  accepted it): the jobs carrying this launch's own ``graphstore-launch`` label are looked up and
+  accepted it): the jobs carrying this launch's own ``graphstore_launch`` label are looked up and
   cancelled before :class:`CustomJobFailed` is raised.
 - ``JOB_STATE_SUCCEEDED`` returns the job; any other end state raises :class:`CustomJobFailed`
   with Vertex AI's error message.
@@ -40,7 +40,7 @@ from graphstore.errors import GraphstoreError, RuntimeFailure
 
 log = logging.getLogger("pipeline.custom_jobs")
 
-LAUNCH_LABEL = "graphstore-launch"
+LAUNCH_LABEL = "graphstore_launch"
 """A label unique to one :func:`run_custom_job` call, to find a job whose create call failed."""
 _ENDED = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
           "JOB_STATE_PARTIALLY_SUCCEEDED")
@@ -184,7 +184,7 @@ class _Watch:
 
 
 def _find_launched(client: Any, parent: str, launch_id: str, timeout_s: float) -> list[str]:
-    """Names of the jobs under ``parent`` carrying ``graphstore-launch=<launch_id>``."""
+    """Names of the jobs under ``parent`` carrying ``graphstore_launch=<launch_id>``."""
     jobs = client.list_custom_jobs(
         request={"parent": parent, "filter": f'labels.{LAUNCH_LABEL}="{launch_id}"'},
         timeout=timeout_s)

@@ -48,14 +48,14 @@ def label_value(text: str) -> str:
 
 def job_labels(res: ResourceConfig, *, run_id: str, stage: str,
                pipeline_job: str = "") -> dict[str, str]:
-    """The labels of a stage's CustomJob: ``resource_labels``, then ``graphstore-run-id``,
-    ``graphstore-stage`` and (when known) ``graphstore-pipeline-job``, the KFP pipeline job's
+    """The labels of a stage's CustomJob: ``resource_labels``, then ``graphstore_run_id``,
+    ``graphstore_stage`` and (when known) ``graphstore_pipeline_job``, the KFP pipeline job's
     name; values made valid by :func:`label_value` (pipeline.vertex_checks refuses
     ``resource_labels`` using these keys)."""
     labels = dict(res.shared.resource_labels)
-    labels.update({"graphstore-run-id": label_value(run_id), "graphstore-stage": label_value(stage)})
+    labels.update({"graphstore_run_id": label_value(run_id), "graphstore_stage": label_value(stage)})
     if pipeline_job:
-        labels["graphstore-pipeline-job"] = label_value(pipeline_job)
+        labels["graphstore_pipeline_job"] = label_value(pipeline_job)
     return labels
 
 
@@ -93,6 +93,10 @@ def worker_pool_specs(task: TaskConfig, stage_res: StageResources, stage: str, i
     if sp.num_replicas > 0:
         specs.append(_pool_spec(sp.machine_type, sp.gpu_type, sp.gpu_limit, sp.num_replicas,
                                 image, storage, env))
+    for spec, pool in zip(specs, (cp, cp, sp)):  # each pool's boot disk (an empty pool has none)
+        if spec:
+            spec["disk_spec"] = {"boot_disk_type": pool.boot_disk_type,
+                                 "boot_disk_size_gb": pool.boot_disk_size_gb}
     return specs
 
 

@@ -40,7 +40,7 @@ from pipeline.dag import DEFAULT_IMAGE
 COMMAND_LINE = "<command line>"
 """The ``file`` of a problem with a flag (``--image``, ``--run-root``)."""
 
-RESERVED_LABELS = ("graphstore-run-id", "graphstore-stage", "graphstore-pipeline-job",
+RESERVED_LABELS = ("graphstore_run_id", "graphstore_stage", "graphstore_pipeline_job",
                    LAUNCH_LABEL)
 """Label keys the pipeline sets on every CustomJob (pipeline.vertex.job_labels,
 pipeline.custom_jobs)."""

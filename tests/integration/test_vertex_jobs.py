@@ -100,10 +100,10 @@ def test_sigterm_cancels_the_custom_job_and_waits_for_the_cancel(service, run_di
     # the request: the job name is the display name, on every pool; labels tie it to the run
     (request,) = service.requests
     assert request.display_name == "r1-train"
-    assert {k: v for k, v in request.labels.items() if k != "graphstore-launch"} == {
-        "team": "graph-ml", "graphstore-run-id": "r1", "graphstore-stage": "train",
-        "graphstore-pipeline-job": "graphstore-pipeline-20261129031500"}
-    assert len(request.labels["graphstore-launch"]) == 16
+    assert {k: v for k, v in request.labels.items() if k != "graphstore_launch"} == {
+        "team": "graph-ml", "graphstore_run_id": "r1", "graphstore_stage": "train",
+        "graphstore_pipeline_job": "graphstore-pipeline-20261129031500"}
+    assert len(request.labels["graphstore_launch"]) == 16
     pools = [p for p in request.job_spec.worker_pool_specs if p.replica_count]
     assert len(pools) == 3 and all(
         [(e.name, e.value) for e in p.container_spec.env] == [("GRAPHSTORE_JOB_NAME", "r1-train")]

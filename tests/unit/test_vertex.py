@@ -33,16 +33,19 @@ def test_graph_store_custom_job_pools_follow_the_launcher_contract():
     specs = vertex.worker_pool_specs(task, res.trainer, "train", IMAGE, **args)
     stage_args = ["--task-config", args["task_config_uri"], "--resource-config",
                   args["resource_config_uri"], "--stage", "train", "--run-dir", "gs://b/runs/r1"]
+    disk = {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100}  # Vertex AI's defaults
     compute = {"machine_spec": {"machine_type": "n1-standard-16",
                                 "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 2},
                "container_spec": {"image_uri": IMAGE, "command": ["python"],
-                                  "args": ["-m", "components.train", *stage_args]}}
+                                  "args": ["-m", "components.train", *stage_args]},
+               "disk_spec": disk}
     assert specs == [
         {**compute, "replica_count": 1},  # workerpool0: compute leader
         {**compute, "replica_count": 1},  # workerpool1: the other compute machines (C - 1)
         {"machine_spec": {"machine_type": "n2-highmem-32"}, "replica_count": 4,
          "container_spec": {"image_uri": IMAGE, "command": ["python"],
-                            "args": ["-m", "components.storage", *stage_args]}}]
+                            "args": ["-m", "components.storage", *stage_args]},
+         "disk_spec": {**disk, "boot_disk_size_gb": 200}}]  # as configs/resource_vertex.yaml says
     # one compute machine: the middle pool is an empty spec, so storage stays workerpool2
     infer = vertex.worker_pool_specs(task, res.inferencer, "infer", IMAGE, **args)
     assert infer[1] == {} and infer[2]["replica_count"] == 4
@@ -54,8 +57,50 @@ def test_graph_store_custom_job_pools_follow_the_launcher_contract():
     pools = request["job_spec"]["worker_pool_specs"]
     assert [p["replica_count"] for p in pools] == ["1", "1", "4"]
     assert pools[2]["container_spec"]["args"][-1] == "gs://b/runs/r1"
-    assert request["labels"] == {"team": "graph-ml", "graphstore-run-id": "r1",
-                                 "graphstore-stage": "train"}
+    assert request["labels"] == {"team": "graph-ml", "graphstore_run_id": "r1",
+                                 "graphstore_stage": "train"}
+
+
+def test_each_pool_gets_its_machine_type_disk_and_replicas():
+    """Issue 12 item 6: per-pool settings reach the CustomJob request (aiplatform_v1 messages)."""
+    pool = "trainer_resource_config.vertex_ai_graph_store_trainer_config.graph_store_pool"
+    task, res = load_config_pair(str(TASK), str(RES), (
+        f"{pool}.machine_type=m1-ultramem-40", f"{pool}.num_replicas=3",
+        f"{pool}.boot_disk_type=pd-standard", f"{pool}.boot_disk_size_gb=1500",
+        "inferencer_resource_config.vertex_ai_graph_store_inferencer_config.graph_store_pool."
+        "num_replicas=3",
+        "trainer_resource_config.vertex_ai_graph_store_trainer_config.compute_pool."
+        "boot_disk_size_gb=200"))
+    job = vertex.custom_job(task, res, "train", IMAGE, display_name="r1-train", timeout_s=60,
+                            labels={}, task_config_uri="t", resource_config_uri="r", run_dir="d")
+    pools = type(job).to_dict(job)["job_spec"]["worker_pool_specs"]
+    assert [(p["machine_spec"]["machine_type"], p["replica_count"], p["disk_spec"]) for p in pools] == [
+        ("n1-standard-16", "1", {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 200}),
+        ("n1-standard-16", "1", {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 200}),
+        ("m1-ultramem-40", "3", {"boot_disk_type": "pd-standard", "boot_disk_size_gb": 1500})]
+
+
+def test_compiled_pipeline_requests_cpu_and_memory_for_partition_and_export(tmp_path):
+    """The partition and export tasks' resources come from the resource config (PipelineSpec)."""
+    import yaml
+
+    out = tmp_path / "p.yaml"
+    proc = _cli("compile", "--output", str(out), "--resource-config", str(RES))
+    assert proc.returncode == 0, proc.stderr
+    spec = yaml.safe_load(out.read_text())
+    executors = spec["deploymentSpec"]["executors"]
+
+    def resources(component: str) -> list[dict]:  # one executor per branch of the DAG
+        return [e["container"].get("resources", {}) for name, e in executors.items()
+                if name == f"exec-{component}" or name.startswith(f"exec-{component}-")]
+    want = {"partition": ("6", "48G"), "export": ("3", "12G")}  # configs/resource_vertex.yaml
+    for component, (cpu, memory) in want.items():
+        assert resources(component), component
+        for res in resources(component):
+            assert (res["resourceCpuRequest"], res["resourceCpuLimit"]) == (cpu, cpu), component
+            assert (res["resourceMemoryRequest"], res["resourceMemoryLimit"]) == (memory, memory)
+    for component in ("freeze", "train", "infer"):  # Vertex's default machine
+        assert resources(component) and all(r == {} for r in resources(component))
 
 
 def test_local_resources_are_refused_for_a_custom_job():

@@ -119,8 +119,8 @@ def test_matching_gpu_machines_pass():
 
 
 def test_labels_the_pipeline_sets_are_reserved_and_counted():
-    found = problems("shared_resource_config.resource_labels={graphstore-run-id: x, team: a}")
-    assert list(found) == ["shared_resource_config.resource_labels.graphstore-run-id"]
+    found = problems("shared_resource_config.resource_labels={graphstore_run_id: x, team: a}")
+    assert list(found) == ["shared_resource_config.resource_labels.graphstore_run_id"]
     many = "{" + ", ".join(f"k{i}: v" for i in range(61)) + "}"
     found = problems(f"shared_resource_config.resource_labels={many}")
     assert "keep at most 60" in found["shared_resource_config.resource_labels"]
@@ -195,9 +195,9 @@ def test_vertex_pair_custom_jobs_parse_as_the_real_protos(tmp_path: Path):
             assert [(e.name, e.value) for e in pool.container_spec.env] == [
                 ("GRAPHSTORE_JOB_NAME", f"R1.nightly-{stage}")]
         assert dict(parsed.labels) == {
-            "team": "graph-ml", "graphstore-run-id": "r1-nightly", "graphstore-stage": stage,
-            "graphstore-pipeline-job": vertex.label_value(pipeline_job)}
-        assert len(parsed.labels["graphstore-pipeline-job"]) == 63
+            "team": "graph-ml", "graphstore_run_id": "r1-nightly", "graphstore_stage": stage,
+            "graphstore_pipeline_job": vertex.label_value(pipeline_job)}
+        assert len(parsed.labels["graphstore_pipeline_job"]) == 63
 
 
 def test_label_values_follow_gcp_rules_and_long_ones_stay_distinct():
