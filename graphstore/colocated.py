@@ -54,7 +54,7 @@ class DistDataset(DatasetBase):
         return cls(glt_dataset, state)
 
     def open(self, info: Any, local_rank: int) -> "DistDataset":
-        """The colocated :class:`~graphstore.graph_dataset.DatasetSource`: every worker of the
+        """The colocated :class:`~graphstore.dataset_source.DatasetSource`: every worker of the
         machine uses the partition its parent built."""
         return self
 

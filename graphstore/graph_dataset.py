@@ -14,7 +14,8 @@ inputs ``dict[int, ABLPInputNodes]`` keyed by the partition (storage rank) that 
 empty tensor for a partition is normal. Called without ``rank`` / ``world_size``, a fetch returns
 this process's share: every process of the job together gets each id exactly once.
 
-The mode is chosen once, in :func:`dataset_source` (a machine's parent, before spawning workers).
+The mode is chosen once, in graphstore.dataset_source (a machine's parent, before spawning
+workers), a module above both modes.
 """
 
 from __future__ import annotations
@@ -244,22 +245,3 @@ class DatasetBase(abc.ABC):
             raise UsageError(f"fetch_labels: partitions {bad} are not among {self.input_partitions}")
         return {k: self._ask(k, P.LabelsRequest(sup, a.to(torch.long))).pairs
                 for k, a in anchors.items()}
-
-
-class DatasetSource(Protocol):
-    """Picklable; handed to every worker a machine spawns, which opens its dataset with it."""
-
-    def open(self, info: Any, local_rank: int) -> GraphDataset: ...
-
-
-def dataset_source(info: Any, shards_uri: str, storage_args: Any) -> DatasetSource:
-    """The one place the mode is chosen, in a compute machine's parent before it spawns workers:
-    colocated, this machine's partition (built once, shared by its workers); graph store, a
-    handle that opens a ``RemoteDistDataset`` in each worker."""
-    if info.colocated:
-        from graphstore.colocated import DistDataset
-
-        return DistDataset.from_shards(shards_uri, info.machine_index, storage_args)
-    from graphstore.remote_dataset import RemoteSource
-
-    return RemoteSource()

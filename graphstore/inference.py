@@ -2,7 +2,7 @@
 
 Per compute machine (``run_inference``): read the checkpoint (``<run-dir>/checkpoint/model.pt``,
 written by the trainer) -> temporary global group -> ``agree_on_cluster`` -> destroy ->
-the dataset source (graphstore.graph_dataset.dataset_source; colocated: this machine's
+the dataset source (graphstore.dataset_source; colocated: this machine's
 ``DistDataset``, built once) -> for node type k of
 ``inferencerConfig.nodeTypes``, in that order: spawn one worker per local process against
 storage session k; the storage side serves exactly one session per node type (derived).
@@ -36,11 +36,11 @@ import torch
 import torch.distributed as dist
 
 from graphstore import uris
+from graphstore.dataset_source import DatasetSource, dataset_source
 from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, new_attempt_name, publish_success,
                                    shard_name, write_part)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.graph_dataset import DatasetSource, dataset_source
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.stage import StageContext
 from graphstore.training.args import InferencerArgs  # torch-free: the config loader checks them too

@@ -117,7 +117,7 @@ def _in_rank_order(create) -> None:
 
 @dataclass(frozen=True)
 class RemoteSource:
-    """The graph-store :class:`~graphstore.graph_dataset.DatasetSource`: each worker opens its
+    """The graph-store :class:`~graphstore.dataset_source.DatasetSource`: each worker opens its
     own ``RemoteDistDataset`` (after ``init_compute_process``)."""
 
     def open(self, info: GraphStoreInfo, local_rank: int) -> RemoteDistDataset:

@@ -1,7 +1,7 @@
 """The default trainer: a link-prediction GNN over the graph store (or colocated), seed-000 shaped.
 
 Per compute machine (``run_training``): temporary global group -> ``agree_on_cluster`` ->
-destroy -> the dataset source (graphstore.graph_dataset.dataset_source: colocated, this machine's
+destroy -> the dataset source (graphstore.dataset_source: colocated, this machine's
 ``DistDataset``, built once) -> spawn one worker per local process, which opens its dataset from
 it. Nothing below depends on the mode: the worker uses the ``GraphDataset`` contract only.
 
@@ -34,8 +34,8 @@ import torch.distributed as dist
 
 from graphstore import uris
 from graphstore.config import EdgeType
+from graphstore.dataset_source import DatasetSource, dataset_source
 from graphstore.env import ClusterTopology
-from graphstore.graph_dataset import DatasetSource, dataset_source
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
 from graphstore.run_paths import CHECKPOINT_METRICS, CHECKPOINT_MODEL
 from graphstore.stage import StageContext
