@@ -72,7 +72,7 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     check_for_vertex(task, res, image=args.image, run_root=run_root, task_file=args.task_config,
                      resource_file=args.resource_config)
     template = os.path.join(tmp, "pipeline.yaml")
-    compile_pipeline(template, image=args.image)
+    compile_pipeline(template, image=args.image, resources=res)
     params = {"task_config": dump_yaml(task.to_dict()), "resource_config": dump_yaml(res.to_dict()),
               "run_root": run_root, "run_id": run_id, "start_at": stages[0],
               "stop_after": stages[-1], "graph_store_image": args.image,

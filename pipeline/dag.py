@@ -24,11 +24,14 @@ per node type in a ``dsl.ParallelFor`` with parallelism 1 (the local warehouse h
 
 # no ``from __future__ import annotations``: KFP reads the components' annotations as types
 
-from typing import Callable, List, NamedTuple, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from kfp import dsl
 from kfp.dsl import Metrics, Output
 
+from graphstore.config.resource_schema import (
+    ExportTaskResources, PartitionTaskResources, ResourceConfig, TaskResources,
+)
 from pipeline.stages import STAGES
 
 DEFAULT_IMAGE = "python:3.11"  # the local runner ignores it; Vertex needs an image with this repo
@@ -84,12 +87,25 @@ def _export(run_dir: str, node_type: str) -> int:
     return int(run_export(run_dir, node_type)["rows"])
 
 
-def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> Callable:
+def _request(task, resources: TaskResources):
+    """Request and limit ``resources`` (vCPUs, GB) for a KFP task; Vertex AI Pipelines picks a
+    machine that has them. Returns the task."""
+    cpu, memory = f"{resources.cpu:g}", f"{resources.memory_gb}G"
+    return (task.set_cpu_request(cpu).set_cpu_limit(cpu)
+            .set_memory_request(memory).set_memory_limit(memory))
+
+
+def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False,
+                   resources: Optional[ResourceConfig] = None) -> Callable:
     """The pipeline function (a KFP graph component) with components built on ``image``.
 
     Caching is off by default: every task writes into the run folder, and a cached task would
-    skip that write; resuming uses ``start_at`` instead.
+    skip that write; resuming uses ``start_at`` instead. The partition and export tasks request
+    the CPU and memory of ``resources``' ``partition_resource_config`` / ``export_resource_config``
+    (their defaults without a resource config); they are fixed at compile time.
     """
+    partition_res = resources.partition_task if resources else PartitionTaskResources()
+    export_res = resources.export_task if resources else ExportTaskResources()
     freeze_op = dsl.component(_freeze, base_image=image)
     ops = {"partition": dsl.component(_partition, base_image=image),
            "train": dsl.component(_train, base_image=image),
@@ -101,11 +117,14 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> 
             with dsl.ParallelFor(frozen.outputs["node_types"], parallelism=1) as node_type:
                 task = export_op(run_dir=frozen.outputs["run_dir"], node_type=node_type)
                 task.set_display_name("export").set_caching_options(enable_caching).after(after)
+                _request(task, export_res)
             return task
         extra = ({"image": image_param, "pipeline_job": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
                  if stage in ("train", "infer") else {})
         task = ops[stage](run_dir=frozen.outputs["run_dir"], **extra)
         task.set_display_name(stage).set_caching_options(enable_caching).after(after)
+        if stage == "partition":
+            _request(task, partition_res)
         return task
 
     @dsl.pipeline(name=PIPELINE_NAME, description="partition -> train -> infer -> export")
@@ -132,8 +151,10 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> 
     return graphstore_pipeline
 
 
-def compile_pipeline(output: str, image: str = DEFAULT_IMAGE, enable_caching: bool = False) -> None:
-    """Write the pipeline's YAML (what Vertex AI Pipelines runs) to ``output``."""
+def compile_pipeline(output: str, image: str = DEFAULT_IMAGE, enable_caching: bool = False,
+                     resources: Optional[ResourceConfig] = None) -> None:
+    """Write the pipeline's YAML (what Vertex AI Pipelines runs) to ``output``; ``resources``
+    sets the partition and export tasks' CPU and memory (see :func:`build_pipeline`)."""
     from kfp import compiler
 
-    compiler.Compiler().compile(build_pipeline(image, enable_caching), output)
+    compiler.Compiler().compile(build_pipeline(image, enable_caching, resources), output)

@@ -19,11 +19,12 @@ from pydantic import (
 )
 
 from graphstore.config._fields import (
-    Bad, Email, FileModel, GcpProject, Int, Issues, Label, Model, Pattern, SqlName, Str, freeze_value,
-    thaw_value,
+    Bad, Choice, Email, FileModel, Float, GcpProject, Int, Issues, Label, Model, Pattern, SqlName, Str,
+    as_str, freeze_value, thaw_value, typed,
 )
 from graphstore.config._problems import loc_path
 from graphstore.errors import show
+from graphstore.machine_types import MACHINE_TYPES, unknown_reason
 
 GPU_UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
 LOCAL_KEY = "local_graph_store_config"
@@ -56,16 +57,41 @@ Labels = Annotated[Mapping[str, str], PlainValidator(as_labels), PlainSerializer
                    Label("map str -> str")]
 
 
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 100, 64000
+"""Vertex AI's bounds for a worker's boot disk (its default is 100 GB, `pd-ssd`)."""
+
+
+def as_machine_type(v: Any) -> str:
+    """A machine type of :mod:`graphstore.machine_types` (a did-you-mean otherwise)."""
+    v = as_str(v)
+    if v not in MACHINE_TYPES:
+        raise Bad(unknown_reason(v))
+    return v
+
+
+MachineTypeName = typed(str, as_machine_type, {"enum": list(MACHINE_TYPES)},
+                        "machine type ([list](#machine-types))")
+
+
 class PoolConfig(Model):
     """One Vertex AI worker pool."""
 
     doc_name: ClassVar[str] = "pool"
 
-    machine_type: Str = Field(description="e.g. `n2-highmem-32`.")
+    machine_type: MachineTypeName = Field(description=(
+        "e.g. `n2-highmem-32`; one of the [machine types](#machine-types) (their memory is what "
+        "`python -m pipeline plan` checks a storage partition against)."))
     gpu_type: Str = Field(GPU_UNSPECIFIED,
                           description="e.g. `NVIDIA_TESLA_T4`; must be set when `gpu_limit` > 0.")
     gpu_limit: Int(0) = Field(0, description="GPUs per machine; must be > 0 when `gpu_type` names a GPU.")
     num_replicas: Int(1) = Field(1, description="Machines in the pool.")
+    boot_disk_type: Choice(*BOOT_DISK_TYPES) = Field("pd-ssd", description=(
+        "Boot disk of each machine (Vertex AI's `diskSpec.bootDiskType`)."))
+    boot_disk_size_gb: Int(MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB, " (GB)") = Field(100, description=(
+        "Boot disk size of each machine, in GB (Vertex AI's `diskSpec.bootDiskSizeGb`, 100 to "
+        "64000). A storage machine downloads its partition onto it: `python -m pipeline plan` "
+        "says how much it needs."))
 
     @model_validator(mode="after")
     def _gpus(self) -> PoolConfig:
@@ -200,6 +226,40 @@ class CommonComputeConfig(Model):
         "peering. The pipeline's own tasks (freeze, partition, export) run without it."))
 
 
+class TaskResources(Model):
+    """CPU and memory of one pipeline task (a KFP container on Vertex AI Pipelines): requested and
+    limited to the same values, so the task gets a machine that has them."""
+
+    cpu: Float = Field(description="vCPUs, > 0 (e.g. `4`, or `0.5`).")
+    memory_gb: Int(1, 624, " (GB)") = Field(description=(
+        "Memory in GB (1 to 624, Vertex AI Pipelines' largest task)."))
+
+    @field_validator("cpu")
+    @classmethod
+    def _positive(cls, cpu: float) -> float:
+        if not 0 < cpu <= 96:
+            issues = Issues()
+            issues.bad((), cpu, "must be > 0 and <= 96 vCPUs (Vertex AI Pipelines' largest task)")
+            issues.raise_any()
+        return cpu
+
+
+class PartitionTaskResources(TaskResources):
+    """``partition_resource_config``: the partition task (DuckDB, in one process)."""
+
+    cpu: Float = Field(4.0, description="vCPUs, > 0 and <= 96 (DuckDB uses them all).")
+    memory_gb: Int(1, 624, " (GB)") = Field(16, description=(
+        "Memory in GB (1 to 624); must hold `datasetConfig.partitionConfig.memoryLimitMb` "
+        "(`pipeline plan` and `submit` check it)."))
+
+
+class ExportTaskResources(TaskResources):
+    """``export_resource_config``: each export task (one node type: an id map and its embeddings)."""
+
+    cpu: Float = Field(2.0, description="vCPUs, > 0 and <= 96.")
+    memory_gb: Int(1, 624, " (GB)") = Field(8, description="Memory in GB (1 to 624).")
+
+
 class SharedResourceConfig(Model):
     """``shared_resource_config``: labels and the GCP settings common to every stage."""
 
@@ -244,6 +304,12 @@ class ResourceConfig(FileModel):
                                          alias="shared_resource_config")
     trainer: TrainerResources = Field(alias="trainer_resource_config")
     inferencer: InferencerResources = Field(alias="inferencer_resource_config")
+    partition_task: PartitionTaskResources = Field(
+        default_factory=PartitionTaskResources, alias="partition_resource_config", description=(
+            "CPU and memory of the pipeline's partition task."))
+    export_task: ExportTaskResources = Field(
+        default_factory=ExportTaskResources, alias="export_resource_config", description=(
+            "CPU and memory of each of the pipeline's export tasks."))
 
     @property
     def num_partitions(self) -> int:

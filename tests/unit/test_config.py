@@ -639,7 +639,7 @@ def test_vertex_procs_per_compute_derivation(tmp_path: Path) -> None:
     assert res.trainer.procs_per_compute == 2      # gpu_limit
     assert res.inferencer.procs_per_compute == 1   # compute_cluster_local_world_size
     cpu = load_resource_config(res_file(tmp_path, lambda d: d["trainer_resource_config"][
-        "vertex_ai_graph_store_trainer_config"].update(compute_pool={"machine_type": "n1"}),
+        "vertex_ai_graph_store_trainer_config"].update(compute_pool={"machine_type": "n1-standard-8"}),
         base=VERTEX_RES))
     assert cpu.trainer.procs_per_compute == 1      # no GPU
 
@@ -679,12 +679,41 @@ def test_zero_storage_processes_means_colocated(tmp_path: Path) -> None:
 def test_vertex_replicas_at_least_one_and_gpu_consistency(tmp_path: Path) -> None:
     def mutate(d: dict) -> None:
         cfg = d["trainer_resource_config"]["vertex_ai_graph_store_trainer_config"]
-        cfg["graph_store_pool"] = {"machine_type": "n2", "num_replicas": 0}
-        cfg["compute_pool"] = {"machine_type": "n1", "gpu_limit": 2}
+        cfg["graph_store_pool"] = {"machine_type": "n2-highmem-8", "num_replicas": 0}
+        cfg["compute_pool"] = {"machine_type": "n1-standard-8", "gpu_limit": 2}
     paths = {p.path for p in res_problems(tmp_path, mutate, base=VERTEX_RES)}
     assert paths == {
         "trainer_resource_config.vertex_ai_graph_store_trainer_config.graph_store_pool.num_replicas",
         "trainer_resource_config.vertex_ai_graph_store_trainer_config.compute_pool.gpu_type"}
+
+
+def test_pool_machine_type_disk_and_task_resources_are_checked(tmp_path: Path) -> None:
+    """Issue 12 item 6: per-pool machine type and boot disk, partition/export task resources."""
+    def mutate(d: dict) -> None:
+        pool = d["trainer_resource_config"]["vertex_ai_graph_store_trainer_config"]["graph_store_pool"]
+        pool.update(machine_type="n2-highmem-23", boot_disk_type="ssd", boot_disk_size_gb=50)
+        d["partition_resource_config"] = {"cpu": 0, "memory_gb": 16}
+        d["export_resource_config"] = {"cpu": 2, "memory_gb": 1000}
+    problems = {p.path: p.message for p in res_problems(tmp_path, mutate, base=VERTEX_RES)}
+    pool = "trainer_resource_config.vertex_ai_graph_store_trainer_config.graph_store_pool"
+    assert problems == {
+        f"{pool}.machine_type": "'n2-highmem-23' is not a machine type Vertex AI training offers that "
+                                "we know (did you mean 'n2-highmem-2'? the list: "
+                                "docs/configs.md#machine-types)",
+        f"{pool}.boot_disk_type": "'ssd' is not one of 'pd-ssd', 'pd-standard', 'hyperdisk-balanced' "
+                                  "(did you mean 'pd-ssd'?)",
+        f"{pool}.boot_disk_size_gb": "50 must be between 100 and 64000 (GB)",
+        "partition_resource_config.cpu": "0.0 must be > 0 and <= 96 vCPUs (Vertex AI Pipelines' "
+                                         "largest task)",
+        "export_resource_config.memory_gb": "1000 must be between 1 and 624 (GB)"}
+    res = load_resource_config(str(REPO / "configs" / "resource_vertex.yaml"))
+    pool_cfg = res.trainer.vertex.graph_store_pool
+    assert (pool_cfg.boot_disk_type, pool_cfg.boot_disk_size_gb) == ("pd-ssd", 200)
+    assert (res.partition_task.cpu, res.partition_task.memory_gb) == (6.0, 48)
+    assert (res.export_task.cpu, res.export_task.memory_gb) == (3.0, 12)
+    local = load_resource_config(res_file(tmp_path))  # defaults when the keys are absent
+    assert (local.partition_task.cpu, local.partition_task.memory_gb) == (4.0, 16)
+    assert (local.export_task.cpu, local.export_task.memory_gb) == (2.0, 8)
 
 
 def test_storage_counts_must_be_equal(tmp_path: Path) -> None:
