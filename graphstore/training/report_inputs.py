@@ -1,0 +1,104 @@
+"""What the run report needs beyond metrics.json, gathered by compute rank 0 of the trainer.
+
+- :func:`project` - a 2-D PCA (torch, centred, SVD) of a sample of embeddings.
+- :func:`node_attribute` - a node attribute of those nodes, to colour them by: the planted
+  ``community`` when the data folder holds the synthetic generator's
+  ``truth/communities_<node_type>.parquet`` (graphstore.datagen; raw ids mapped to dense ids
+  through the shard set's id map), else None (the trainer then colours by training positives).
+- :func:`earlier_stages` - the records of the pipeline stages that ran before training
+  (``_stages/*.json``, when the run folder has them).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+
+import numpy as np
+import torch
+
+from graphstore import uris
+from graphstore.run_paths import RunPaths
+from graphstore.training.report import Projection
+
+TRUTH_DIR = "truth"
+"""The generator's folder of planted truths, under ``datasetConfig.dataRootUri``."""
+
+
+def project(emb: torch.Tensor) -> tuple[np.ndarray, tuple[float, float]]:
+    """``[n, 2]`` coordinates on the two principal axes of ``emb [n, d]`` and the share of the
+    variance each explains (zeros for fewer than 2 rows)."""
+    x = emb.detach().cpu().double()
+    if x.size(0) < 2:
+        return np.zeros((x.size(0), 2)), (0.0, 0.0)
+    x = x - x.mean(0, keepdim=True)
+    _, s, vh = torch.linalg.svd(x, full_matrices=False)
+    k = min(2, vh.size(0))
+    points = np.zeros((x.size(0), 2))
+    points[:, :k] = (x @ vh[:k].T).numpy()
+    var = s.square()
+    share = (var / var.sum()).tolist() if float(var.sum()) > 0 else [0.0]
+    share += [0.0, 0.0]
+    return points, (float(share[0]), float(share[1]))
+
+
+def node_attribute(data_root: str | None, shards_uri: str, node_type: str,
+                   ids: torch.Tensor) -> tuple[str, np.ndarray] | None:
+    """``("community", values [n])`` of the dense ``ids`` of ``node_type`` when the generator's
+    truth file exists under ``data_root`` (-1 for an id it does not list), else None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from graphstore.shards.format import id_map_path
+    from graphstore.shards.reader import current_version_uri
+
+    if not data_root:
+        return None
+    truth_uri = uris.join(data_root, TRUTH_DIR, f"communities_{node_type}.parquet")
+    if not uris.exists(truth_uri):
+        return None
+    with tempfile.TemporaryDirectory(prefix="attribute-") as tmp:
+        truth = pq.read_table(uris.localize(truth_uri, tmp))
+        id_map = pq.read_table(uris.localize(
+            uris.join(current_version_uri(shards_uri), id_map_path(node_type)), tmp))
+    if "community" not in truth.column_names or truth.num_columns != 2:
+        return None
+    raw = id_map.column("raw_id").take(pa.array(ids.numpy())).cast(pa.string())
+    truth_ids = truth.column(0 if truth.column_names[1] == "community" else 1).cast(pa.string())
+    where = pc.index_in(raw, value_set=truth_ids)
+    values = truth.column("community").take(where).fill_null(-1)
+    return "community", values.to_numpy().astype(np.int64)
+
+
+def earlier_stages(run_dir: str) -> list[dict]:
+    """The run's pipeline stage records other than train's (empty outside a pipeline run)."""
+    folder = RunPaths(run_dir).stage_records
+    out = []
+    for name in uris.list_names(folder):
+        if not name.endswith(".json"):
+            continue
+        try:
+            record = json.loads(uris.read_text(uris.join(folder, name)))
+        except (ValueError, OSError):
+            continue  # a record being written: the report goes without it
+        if isinstance(record, dict) and record.get("stage") not in (None, "train"):
+            out.append(record)
+    order = ("partition", "train", "infer", "export")
+    return sorted(out, key=lambda r: order.index(r["stage"]) if r["stage"] in order else 99)
+
+
+def build_projection(node_type: str, ids: torch.Tensor, emb: torch.Tensor,
+                     attribute: tuple[str, np.ndarray] | None,
+                     label_degree: torch.Tensor | None) -> Projection:
+    """The report's projection of ``emb`` (rows of ``ids``), coloured by ``attribute`` when
+    given, else by log(1 + training positives) of each node (``label_degree``), else uniform."""
+    points, explained = project(emb)
+    if attribute is not None:
+        name, values = attribute
+        return Projection(node_type, points, values, name, True, explained)
+    if label_degree is not None:
+        values = np.log1p(label_degree[ids].double().numpy())
+        return Projection(node_type, points, values, "log(1 + training positives)", False,
+                          explained)
+    return Projection(node_type, points, np.zeros(len(points)), "nothing", False, explained)
