@@ -1,6 +1,6 @@
 """Compute side of graph-store mode: join the storage servers, then the compute process group.
 
-Order in every compute worker (DESIGN §5, seed 000):
+Order in every compute worker (docs/runtime.md, "Graph-store sessions"; seed 000):
 
     init_compute_process(local_rank, cluster_info)   # 1. wait until every storage process is ready
                                                      #    (bounded: readinessTimeoutS)

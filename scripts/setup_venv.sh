@@ -2,7 +2,7 @@
 # Create or update the project virtual environment (.venv) on a fresh machine. Idempotent and fast
 # when nothing changed: a stamp holding the hash of the requirement files skips the work.
 #
-# Order matters (DESIGN §8):
+# Order matters (README, Stack):
 #   1. torch 2.3.0 first (the PyPI CUDA 12.1 build; runs on CPU; GLT 0.2.4 only loads against it);
 #   2. torch-scatter / torch-sparse from wheels/ (PyPI has only sdists, ~11 min to compile on 2 cores);
 #      when no wheel in wheels/ fits this machine, build them (scripts/build_wheels.sh) and keep them;

@@ -157,7 +157,7 @@ class ExportConfig(Model):
 
 
 class RuntimeConfig(Model):
-    """Timeouts and heartbeats of the graph-store runtime (DESIGN §5: every wait is bounded)."""
+    """Timeouts and heartbeats of the graph-store runtime (docs/architecture.md, Runtime contract: every wait is bounded)."""
 
     cluster_init_timeout_s: Seconds = Field(600.0, alias="clusterInitTimeoutS", description=(
         "The temporary global process group that exchanges addresses and ports (`get_graph_store_info`)."))

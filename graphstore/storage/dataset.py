@@ -1,6 +1,6 @@
 """Build one storage partition: shard files -> GLT ``DistDataset`` + the storage-side state.
 
-Order (DESIGN §5; called once per storage machine, before any server session):
+Order (docs/runtime.md, "Graph-store sessions"; once per storage machine, before any session):
   1. read and verify the partition's shard files (graphstore.shards.reader);
   2. if ``storageArgs.splitter_cls_path`` names a splitter, split every supervision anchor
      (node-based) or every supervision edge (``per_edge`` splitters), hash-deterministic

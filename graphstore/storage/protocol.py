@@ -13,8 +13,8 @@ per session process (:func:`register_service`), the pattern GLT uses for its own
 Every request checks its arguments when it is built (a bad request fails on the compute side,
 before any RPC); every reply checks its shape when it is built and :func:`check_reply` checks that
 a reply is the one its request expects. Edge types travel as ``EdgeType`` values, never strings.
-Torch RPC unpickles what it receives: the groups below are for the job's private network only
-(DESIGN §5).
+Torch RPC unpickles what it receives: the groups below are for the job's private network only,
+and listen on loopback in local mode (docs/architecture.md, Runtime contract).
 """
 
 from __future__ import annotations

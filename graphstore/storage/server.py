@@ -1,6 +1,6 @@
 """Storage processes: build the partition once, then serve server sessions one after another.
 
-Order (DESIGN §5):
+Order (docs/runtime.md, "Graph-store sessions"):
   1. the temporary global group agrees on ``GraphStoreInfo`` (graphstore.graph_store_info),
      then is destroyed: storage never keeps a process group of its own;
   2. the shard partition ``machine_index`` is loaded and split (graphstore.storage.dataset); from

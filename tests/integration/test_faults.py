@@ -127,7 +127,7 @@ class Run:
         raise AssertionError(f"no {steps} training steps in {timeout_s} s:\n{self.output()[-4000:]}")
 
     def machine(self, rank: int) -> psutil.Process:
-        """The launcher's child with global rank ``rank`` (compute first: DESIGN §5)."""
+        """The launcher's child with global rank ``rank`` (compute first: docs/runtime.md)."""
         return next(c for c in self.launcher.children() if c.environ().get("RANK") == str(rank))
 
     def finish(self, timeout_s: float) -> tuple[int | None, float]:

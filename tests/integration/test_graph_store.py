@@ -154,7 +154,8 @@ def _loopback(ip: str) -> bool:
 
 def _run_ok(tp: Path, rp: Path, run: Path, stage: str = "train", script: Path = PROBE) -> str:
     """Run a stage to success; meanwhile no process of the run may listen on a non-loopback
-    address (DESIGN §7: rendezvous stores and RPC listen on loopback in local mode)."""
+    address (docs/architecture.md, Publishing and data safety: rendezvous stores and RPC listen on
+    loopback in local mode)."""
     proc, out = _launch(tp, rp, run, stage)
     watch = ListenerWatch(proc.pid)
     watch.start()
@@ -388,7 +389,7 @@ def test_killed_storage_fails_every_compute_fast_and_leaves_no_process(tmp_path)
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
         if len(list((run / "probe").glob("sampling_rank*"))) == 2:  # both ranks mid-epoch
-            # storage 1 is global rank 2 (compute machines first: DESIGN §5)
+            # storage 1 is global rank 2 (compute machines first: docs/runtime.md)
             victim = next(c for c in launcher.children() if c.environ().get("RANK") == "2")
             assert "components.storage" in " ".join(victim.cmdline())
             break

@@ -1,7 +1,8 @@
-"""Shard sets are published crash-atomically and never replace what is not ours (DESIGN "Data
-safety"; graphstore.shards.publish). Real ``python -m components.partition`` processes, SIGKILLed at
-each named step of publishing; afterwards the old or the new set opens and verifies, never neither
-and never a mix, and the next run cleans up what the killed one left."""
+"""Shard sets are published crash-atomically and never replace what is not ours
+(docs/architecture.md, "Publishing and data safety"; graphstore.shards.publish). Real
+``python -m components.partition`` processes, SIGKILLed at each named step of publishing;
+afterwards the old or the new set opens and verifies, never neither and never a mix, and the
+next run cleans up what the killed one left."""
 
 from __future__ import annotations
 
