@@ -62,10 +62,12 @@ def run(args: argparse.Namespace) -> int:
     res = load_resource_config(args.resource_config)
     project, region = vertex._gcp(res)
     if args.action == "list":
-        for s in aiplatform.PipelineJobSchedule.list(project=project, location=region):
-            print(f"{s.resource_name}\t{s.display_name}\t{s.cron}\t{s.state.name}")
+        with vertex.credentials_needed():
+            for s in aiplatform.PipelineJobSchedule.list(project=project, location=region):
+                print(f"{s.resource_name}\t{s.display_name}\t{s.cron}\t{s.state.name}")
         return 0
-    sched = aiplatform.PipelineJobSchedule.get(args.name, project=project, location=region)
-    getattr(sched, args.action)()
+    with vertex.credentials_needed():
+        sched = aiplatform.PipelineJobSchedule.get(args.name, project=project, location=region)
+        getattr(sched, args.action)()
     print(f"schedule: {args.action} {sched.resource_name}")
     return 0

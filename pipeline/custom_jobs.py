@@ -54,7 +54,8 @@ class Polling:
     interval_s: float = 30.0
     """Between two polls of a healthy job."""
     retries: int = 8
-    """Consecutive failed polls tolerated; one more cancels the job (about 8.5 min of backoff)."""
+    """Consecutive failed polls tolerated; one more cancels the job (the defaults wait 2, 4, ...,
+    120, 120 s between them: about 6 minutes, plus each failed call's own time)."""
     backoff_first_s: float = 2.0
     backoff_max_s: float = 120.0
     cancel_wait_s: float = 30.0

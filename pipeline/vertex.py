@@ -20,9 +20,10 @@ sends; its fields parse strictly), with the resource config's labels plus :func:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from graphstore.config import ResourceConfig, StageResources, TaskConfig
 from graphstore.env import JOB_NAME
@@ -148,22 +149,41 @@ def job_client(res: ResourceConfig, credentials=None):
         credentials=credentials, client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
 
 
+NO_CREDENTIALS = ("no Google Cloud credentials found: run `gcloud auth application-default login` "
+                  "(or set GOOGLE_APPLICATION_CREDENTIALS to a key file), then rerun; "
+                  "--dry-run needs none (docs/vertex.md)")
+
+
+@contextlib.contextmanager
+def credentials_needed() -> Iterator[None]:
+    """Inside, missing Application Default Credentials are one UsageError line (exit 2), not a
+    traceback: the user must log in first."""
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        yield
+    except DefaultCredentialsError:
+        raise UsageError(NO_CREDENTIALS) from None
+
+
 def pipeline_job(res: ResourceConfig, *, template_path: str, parameter_values: dict[str, str],
                  display_name: str, enable_caching: bool = False, credentials=None):
     """An ``aiplatform.PipelineJob`` of the compiled pipeline (not submitted). Its pipeline root
-    is ``<temp_assets_bucket>/pipeline_root``."""
+    is ``<temp_assets_bucket>/pipeline_root``. Without ``credentials``, Application Default
+    Credentials are needed (UsageError naming the login command when there are none)."""
     from google.cloud import aiplatform
 
     project, region = _gcp(res)
     if not res.shared.temp_assets_bucket:
         raise UsageError("shared_resource_config.common_compute_config.temp_assets_bucket is "
                          "required (the pipeline root)")
-    return aiplatform.PipelineJob(
-        display_name=display_name, template_path=template_path,
-        pipeline_root=f"{res.shared.temp_assets_bucket.rstrip('/')}/pipeline_root",
-        parameter_values=parameter_values, enable_caching=enable_caching,
-        labels=dict(res.shared.resource_labels), project=project, location=region,
-        credentials=credentials)
+    with credentials_needed():
+        return aiplatform.PipelineJob(
+            display_name=display_name, template_path=template_path,
+            pipeline_root=f"{res.shared.temp_assets_bucket.rstrip('/')}/pipeline_root",
+            parameter_values=parameter_values, enable_caching=enable_caching,
+            labels=dict(res.shared.resource_labels), project=project, location=region,
+            credentials=credentials)
 
 
 def pipeline_job_request(job, res: ResourceConfig) -> dict[str, Any]:
@@ -176,7 +196,8 @@ def pipeline_job_request(job, res: ResourceConfig) -> dict[str, Any]:
 
 def submit(job, res: ResourceConfig) -> str:
     """Submit the run; returns its resource name."""
-    job.submit(service_account=res.shared.gcp_service_account_email)
+    with credentials_needed():
+        job.submit(service_account=res.shared.gcp_service_account_email)
     return job.resource_name
 
 
@@ -200,6 +221,7 @@ def schedule_request(sched, res: ResourceConfig, cron: str, max_concurrent_runs:
 
 
 def create_schedule(sched, res: ResourceConfig, cron: str, max_concurrent_runs: int = 1) -> str:
-    sched.create(cron=cron, max_concurrent_run_count=max_concurrent_runs,
-                 service_account=res.shared.gcp_service_account_email)
+    with credentials_needed():
+        sched.create(cron=cron, max_concurrent_run_count=max_concurrent_runs,
+                     service_account=res.shared.gcp_service_account_email)
     return sched.resource_name

@@ -206,3 +206,18 @@ def test_label_values_follow_gcp_rules_and_long_ones_stay_distinct():
     a, b = vertex.label_value("p" * 70 + "1"), vertex.label_value("p" * 70 + "2")
     assert a != b and len(a) == len(b) == 63
     assert all(re.fullmatch(r"[a-z0-9_-]{0,63}", v) for v in (a, b))
+
+
+def test_without_credentials_a_good_submit_stops_with_one_line(tmp_path: Path):
+    """The shipped pair passes every check and gets as far as the credentials: one line naming
+    the login command (exit 2), no traceback; `schedule list` the same."""
+    no_creds = {"GOOGLE_APPLICATION_CREDENTIALS": "", "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+                "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9"}
+    for args in (("submit", "--task-config", str(TASK), "--resource-config", str(RES),
+                  "--image", IMAGE), ("schedule", "list", "--resource-config", str(RES))):
+        proc = _cli(*args, **no_creds)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            "pipeline: error: no Google Cloud credentials found: run `gcloud auth "
+            "application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS to a key file), "
+            "then rerun; --dry-run needs none (docs/vertex.md)"]
