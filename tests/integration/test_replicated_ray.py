@@ -1,0 +1,138 @@
+"""Ray Data over a graph file, with an embedded Ray (``ray.init(num_cpus=2)``, no fixed ports,
+no dashboard): every seed sampled exactly once across the read tasks, features of the sampled
+nodes, link batches in the trainer's shape, ``collate_to_pyg`` without copies; Ray is shut down
+at the end and no Ray process is left."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pytest
+import torch
+
+from graphstore.config import EdgeType
+from graphstore.errors import UsageError
+from graphstore.replicated import (
+    FeatureFile, GraphFile, collate_to_pyg, create_sampling_dataset,
+)
+from tests.replicated_graphs import build
+
+BUYS = EdgeType(src_node_type="user", relation="buys", dst_node_type="item")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    session = ctx.address_info["session_dir"].rstrip("/").rsplit("/", 1)[-1]
+    yield ray
+    started = psutil.Process().children(recursive=True)  # workers included, as of now
+    assert started, "ray.init started no process"
+    ray.shutdown()
+
+    def left() -> list[str]:
+        found = {p.pid: p for p in started if p.is_running() and p.status() != "zombie"}
+        for p in psutil.process_iter(["pid", "cmdline"]):  # anything of this Ray session
+            if session in " ".join(p.info["cmdline"] or []) and p.status() != "zombie":
+                found[p.pid] = p
+        return [f"{pid} {p.name()}" for pid, p in found.items()]
+
+    deadline = time.monotonic() + 60
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left(), f"Ray processes left after ray.shutdown(): {left()}"
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    return {kind: build(tmp_path_factory.mktemp(kind), kind=kind) for kind in ("hetero", "homo")}
+
+
+def _one_row_batches(ds):
+    return list(ds.iter_batches(batch_size=1, batch_format="pyarrow"))
+
+
+def test_every_seed_once_with_its_features_zero_copy(ray_cluster, graphs):
+    built = graphs["hetero"]
+    n_users = GraphFile.open(built.graph).metadata.node_counts["user"]
+    x_user = FeatureFile.open(built.features).x("user")
+    ds = create_sampling_dataset(built.graph, [4, 2], input_nodes="user", batch_size=32,
+                                 features_path=built.features, parallelism=2)
+    seen = []
+    for batch in _one_row_batches(ds):
+        data = collate_to_pyg(batch)
+        user = data["user"]
+        seen.append(user.n_id[:user.batch_size])
+        assert user.batch_size <= 32 and torch.equal(user.x, x_user[user.n_id])
+        # zero copy: the tensors view the Arrow buffers of the batch
+        (chunk,) = batch.column("n_id/user").chunks
+        buf = chunk.flatten().buffers()[1]
+        assert buf.address <= user.n_id.data_ptr() < buf.address + buf.size
+    seeds = torch.cat(seen)
+    assert len(seeds) == n_users and torch.equal(torch.sort(seeds).values, torch.arange(n_users))
+
+
+def test_link_batches_in_the_trainers_shape(ray_cluster, graphs):
+    from graphstore.training.batches import view, without_pair_edges
+    from graphstore.training.model import LinkPredictionEncoder, ModelConfig
+
+    built = graphs["hetero"]
+    g = GraphFile.open(built.graph)
+    want = g.positives(BUYS, g.anchors(BUYS, "train"), "train")
+    ds = create_sampling_dataset(built.graph, [4, 2], batch_size=64, features_path=built.features,
+                                 parallelism=2, supervision_edge_type=BUYS, split="train",
+                                 num_negatives=8)
+    meta = g.metadata
+    cfg = ModelConfig(node_feature_dims=dict(meta.node_feature_dims),
+                      edge_types=tuple({t for et in meta.edge_types
+                                        for t in (et.as_tuple(), et.reverse().as_tuple())}),
+                      hidden_dim=8, out_dim=8)
+    model = LinkPredictionEncoder(cfg)
+    pairs = []
+    for batch in _one_row_batches(ds):
+        data = collate_to_pyg(batch)
+        y = data.y_positive
+        assert data.supervision_edge_type == BUYS.as_tuple() and y.shape[0] == 2
+        assert y.shape[1] <= 64 and data.y_negative.shape == (8,)
+        pairs.append(torch.stack([data["user"].node[y[0]], data["item"].node[y[1]]]))
+        v = view(data, None)  # the trainer's view of a GLT batch reads this one too
+        edges = without_pair_edges(v.edge_index, "user", "item", y, v.num_nodes)
+        h = model(v.x, edges, v.num_nodes)
+        assert h["user"].shape == (v.num_nodes["user"], 8)
+    got = torch.cat(pairs, dim=1)
+    assert sorted(zip(*got.tolist())) == sorted(zip(*want.tolist()))  # every pair exactly once
+
+
+def test_homogeneous_dataset_and_multi_row_batches(ray_cluster, graphs):
+    built = graphs["homo"]
+    ds = create_sampling_dataset(built.graph, [3, 3], batch_size=50, parallelism=2,
+                                 features_path=built.features, view="full")
+    table = pa.concat_tables(_one_row_batches(ds))
+    single = [collate_to_pyg(table.slice(i, 1)) for i in range(3)]
+    merged = collate_to_pyg(table.slice(0, 3))
+    assert merged.batch_size == sum(d.batch_size for d in single)
+    assert torch.equal(merged.n_id[:merged.batch_size], torch.cat([d.n_id[:d.batch_size] for d in single]))
+    # the same edges, as (global src, global dst, edge id)
+    def triples(d):
+        return sorted(zip(d.n_id[d.edge_index[0]].tolist(), d.n_id[d.edge_index[1]].tolist(),
+                          d.e_id.tolist()))
+    assert triples(merged) == sorted(t for d in single for t in triples(d))
+    assert torch.equal(merged.x, FeatureFile.open(built.features).x("item")[merged.n_id])
+
+
+def test_bad_arguments_are_one_line_usage_errors(ray_cluster, graphs):
+    built = graphs["hetero"]
+    with pytest.raises(UsageError, match="name the node type"):
+        create_sampling_dataset(built.graph, [2], parallelism=1)
+    with pytest.raises(UsageError, match="duplicate"):
+        create_sampling_dataset(built.graph, [2], input_nodes=("user", [1, 1]), parallelism=1)
+    with pytest.raises(UsageError, match="batch_size"):
+        create_sampling_dataset(built.graph, [2], input_nodes="user", batch_size=0)
+    with pytest.raises(UsageError, match="not found"):
+        create_sampling_dataset(built.graph + ".missing", [2], input_nodes="user")
+    with pytest.raises(UsageError, match="iter_batches"):
+        collate_to_pyg({"n_id": [1]})
