@@ -12,8 +12,11 @@ is checked against its checksum as it is read. Order of work:
   3. the header, then the preamble; the file is built under a temporary name beside the output
      and renamed over it at the end, so a reader sees the old file or the complete new one.
 
-Memory: one batch of rows plus two int64 arrays the size of the largest anchor node type
-(degrees, write cursors); the arrays themselves are filled through file-backed maps.
+Memory: one batch of ``batch_rows`` rows (and the Parquet row group it comes from) plus a few
+int64 arrays the size of the largest anchor node type (degrees, write cursors, label counts per
+split); the sections themselves are filled through file-backed maps (page cache, not anonymous
+memory). Measured here (hetero graphs, 2 partitions): peak anonymous growth 39 / 56 MiB for 0.5 M
+/ 2 M edges with ``batch_rows=65536``, 42 / 98 MiB with the default 1 M-row batches.
 The splitter is the one graph-store storage would use (``storageArgs``), applied with the same
 rules (graphstore.storage.dataset), so the train view removes exactly the edges storage removes.
 """
@@ -33,7 +36,7 @@ from graphstore import uris
 from graphstore.config import EdgeType, StorageArgs
 from graphstore.errors import UsageError
 from graphstore.replicated.format import (
-    MAGIC, PREAMBLE_BYTES, CsrView, EdgeTypeEntry, GraphHeader, LabelEntry, Kind,
+    MAGIC, CsrView, EdgeTypeEntry, GraphHeader, LabelEntry, Kind,
 )
 from graphstore.replicated.sections import SectionWriter, count_rows, indptr_of, scatter_positions
 from graphstore.shards.format import MANIFEST, Manifest, edge_dir, id_map_path, label_dir, node_dir
@@ -302,4 +305,4 @@ def write_features_file(shards: ShardSet | str, output: str, *,
     return _build(output, "features", fill)
 
 
-__all__ = ["write_graph_file", "write_features_file", "BATCH_ROWS", "PREAMBLE_BYTES"]
+__all__ = ["write_graph_file", "write_features_file", "BATCH_ROWS"]
