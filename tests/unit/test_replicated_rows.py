@@ -1,0 +1,63 @@
+"""Read tasks' rows without Ray: link rows on a homogeneous graph (anchors and labels of one node
+type), a train view left empty by ``should_convert_labels_to_edges: false``, and the rows'
+pairs against the file's labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from graphstore.replicated import GraphFile, collate_to_pyg
+from graphstore.replicated.datasource import _plan, _read
+from tests.replicated_graphs import build
+
+
+def _rows(built, **kw):
+    g = GraphFile.open(built.graph)
+    args = dict(num_neighbors=[3, 2], input_nodes=None, batch_size=40, replace=False,
+                features_path=built.features, view=None, supervision_edge_type=None, split=None,
+                num_negatives=0, random_seed=0, drop_last=False)
+    args.update(kw)
+    plan = _plan(g, built.graph, **args)
+    return g, plan, [collate_to_pyg(t) for i in range(2)
+                     for t in _read(plan, i * plan.count // 2, (i + 1) * plan.count // 2, i)]
+
+
+def test_homogeneous_link_rows_index_one_node_list(tmp_path):
+    built = build(tmp_path, kind="homo")
+    g, _, batches = _rows(built, supervision_edge_type=g_sup(built), split="val", num_negatives=5)
+    (sup,) = g.metadata.supervision_edge_types
+    got = []
+    for d in batches:
+        assert d.y_positive.shape[1] <= 40 and len(d.y_negative) == 5
+        assert int(d.y_positive.max()) < d.batch_size and int(d.y_negative.max()) < d.batch_size
+        got.append(torch.stack([d.n_id[d.y_positive[0]], d.n_id[d.y_positive[1]]]))
+    want = g.positives(sup, g.anchors(sup, "val"), "val")
+    assert sorted(zip(*torch.cat(got, 1).tolist())) == sorted(zip(*want.tolist()))
+
+
+def g_sup(built):
+    (sup,) = GraphFile.open(built.graph).metadata.supervision_edge_types
+    return sup
+
+
+def test_train_view_without_supervision_edges_samples_none_of_them(tmp_path):
+    built = build(tmp_path, kind="hetero", splitter="graphstore.DistNodeAnchorLinkSplitter")
+    # rewrite with should_convert_labels_to_edges false: every supervision edge leaves the view
+    from graphstore.replicated import write_graph_file
+
+    args = built.storage_args.model_copy(update={"splitter_kwargs": {
+        **dict(built.storage_args.splitter_kwargs), "should_convert_labels_to_edges": False}})
+    write_graph_file(built.shards, built.graph, storage_args=args)
+    g, plan, batches = _rows(built, input_nodes="user")
+    assert plan.view == "train"
+    for name, entry in g.header.edge_types.items():
+        want_empty = entry.is_supervision or entry.reverse_of is not None
+        assert (entry.views["train"].count == 0) == want_empty, name
+    assert sum(int(d["user"].batch_size) for d in batches) == g.metadata.node_counts["user"]
+    for d in batches:
+        for et in d.edge_types:
+            if "buys" in et[1]:
+                assert d[et].edge_index.shape[1] == 0
+    assert np.all(GraphFile.open(built.graph).array(
+        g.header.edge_types["user__buys__item"].views["full"].indptr)[-1] > 0)
