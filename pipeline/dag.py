@@ -154,7 +154,16 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False,
 def compile_pipeline(output: str, image: str = DEFAULT_IMAGE, enable_caching: bool = False,
                      resources: Optional[ResourceConfig] = None) -> None:
     """Write the pipeline's YAML (what Vertex AI Pipelines runs) to ``output``; ``resources``
-    sets the partition and export tasks' CPU and memory (see :func:`build_pipeline`)."""
+    sets the partition and export tasks' CPU and memory (see :func:`build_pipeline`). Every task's
+    command ``exec``s its Python, so a cancel's SIGTERM reaches it (pipeline/task_commands.py)."""
+    import yaml
     from kfp import compiler
 
+    from pipeline.task_commands import exec_task_commands
+
     compiler.Compiler().compile(build_pipeline(image, enable_caching, resources), output)
+    with open(output, encoding="utf-8") as fh:
+        docs = list(yaml.safe_load_all(fh))
+    exec_task_commands(docs[0])  # signals reach each task's Python (pipeline/task_commands.py)
+    with open(output, "w", encoding="utf-8") as fh:
+        yaml.safe_dump_all(docs, fh, sort_keys=False)
