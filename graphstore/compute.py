@@ -2,13 +2,16 @@
 
 Order in every compute worker (docs/runtime.md, "Graph-store sessions"; seed 000):
 
-    init_compute_process(local_rank, cluster_info)   # 1. wait until every storage process is ready
+    device = init_compute_process(local_rank, cluster_info)
+                                                     # 1. wait until every storage process is ready
                                                      #    (bounded: readinessTimeoutS)
                                                      # 2. start the GLT RPC client (all servers)
-                                                     # 3. then the compute process group
-                                                     #    (gloo on CPU, NCCL with CUDA)
+                                                     # 3. then the compute process group (gloo,
+                                                     #    CPU tensors), the device (cuda:<local_rank>
+                                                     #    when the resource config gives GPUs, with
+                                                     #    an NCCL group for DDP; graphstore.devices)
                                                      # 4. start heartbeats to every server
-    ... RemoteDistDataset, loaders, model ...
+    ... RemoteDistDataset, loaders, model.to(device.torch_device), device.ddp(model) ...
     loader.shutdown()                                # loaders first: frees server-side producers
     shutdown_compute_process()                       # heartbeats, RPC client, process group
 
@@ -25,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from graphstore import glt_adapter
+from graphstore import devices, glt_adapter
 from graphstore.errors import UsageError
 from graphstore.graph_store_info import GraphStoreInfo, wait_ready
 from graphstore.heartbeat import Heartbeat
@@ -39,6 +42,7 @@ class _ComputeProcess:
     rank: int
     world_size: int
     heartbeat: Heartbeat | None
+    device: devices.ComputeDevice
     loaders_created: int = 0  # colocated loaders agree on ports by creation order
 
 
@@ -51,10 +55,16 @@ def current() -> _ComputeProcess:
     return _CURRENT
 
 
-def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
-    """Connect this compute worker to the storage servers, then build the compute group."""
+def compute_device() -> devices.ComputeDevice:
+    """This compute process's device (chosen by :func:`init_compute_process`)."""
+    return current().device
+
+
+def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> devices.ComputeDevice:
+    """Connect this compute worker to the storage servers, then build the compute group; returns
+    the device it computes on (graphstore.devices: the CPU, or ``cuda:<local_rank>`` when the
+    resource config gives GPUs and CUDA is available on every compute rank)."""
     import graphlearn_torch as glt
-    import torch
     import torch.distributed as dist
 
     from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
@@ -67,6 +77,12 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
         raise UsageError(f"local_rank {local_rank} not in [0, {info.num_processes_per_compute})")
     rank, world = info.compute_rank(local_rank), info.num_compute_processes
     glt_adapter.check_glt_version()
+    gpus = info.gpus_per_compute_machine
+    cuda_available, cuda_count = devices.probe_cuda()
+    plan = devices.choose_device(  # before anything starts: a config error fails every rank alike
+        local_rank=local_rank, gpus_per_machine=gpus,
+        procs_per_machine=info.num_processes_per_compute, cuda_available=cuda_available,
+        cuda_device_count=cuda_count)
     t0 = time.perf_counter()
     if info.colocated:  # every compute process holds (a share of) its machine's partition
         glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
@@ -80,19 +96,22 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> None:
             master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
             num_rpc_threads=4, client_group_name=CLIENT_GROUP)
         glt_adapter.set_client_rpc_timeout(info.runtime.rpc_timeout_s)
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(
-        backend, init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
+    dist.init_process_group(  # gloo: CPU-side collectives; CUDA tensors go on the DDP group
+        "gloo", init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
         rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=info.runtime.cluster_init_timeout_s))
+    device = devices.activate(devices.agree_across_ranks(plan, gpus),
+                              timeout_s=info.runtime.cluster_init_timeout_s)
     peers = {f"storage rank {i} ({host})": f"{SERVER_GROUP}_{i}"
              for i, host in enumerate(info.storage_node_ips)}
     beat = None if info.colocated else Heartbeat(
         peers, interval_s=info.runtime.heartbeat_interval_s,
         timeout_s=info.runtime.heartbeat_timeout_s).start()
-    _CURRENT = _ComputeProcess(info, rank, world, beat)
-    log.info("compute rank=%d/%d joined session=%d storage=%d backend=%s seconds=%.2f", rank, world,
-             info.session_index, info.num_storage_nodes, backend, time.perf_counter() - t0)
+    _CURRENT = _ComputeProcess(info, rank, world, beat, device)
+    log.info("compute rank=%d/%d joined session=%d storage=%d backend=gloo device=%s ddp=%s "
+             "seconds=%.2f", rank, world, info.session_index, info.num_storage_nodes,
+             device.plan.device, device.plan.ddp_backend, time.perf_counter() - t0)
+    return device
 
 
 def shared_port(proc: _ComputeProcess) -> int:
@@ -112,7 +131,8 @@ def shared_port(proc: _ComputeProcess) -> int:
 
 
 def shutdown_compute_process() -> None:
-    """Stop heartbeats, shut the RPC client down (ends the session), destroy the group."""
+    """Stop heartbeats, shut the RPC client down (ends the session), destroy the groups (the
+    compute process group and, on CUDA, the NCCL group of DDP)."""
     import graphlearn_torch as glt
     import torch.distributed as dist
 

@@ -52,6 +52,7 @@ class GraphStoreInfo:
     machine_role: Literal["compute", "storage"]
     machine_index: int  # index of the machine that built this object within its role
     session_index: int = 0
+    gpus_per_compute_machine: int = 0  # > 0: compute processes use cuda:<local_rank> (devices)
 
     @property
     def num_server_sessions(self) -> int:
@@ -171,7 +172,7 @@ def get_graph_store_info(ctx: StageContext | None = None,
         compute_pg_ports=merged["compute_pg_ports"],
         readiness_uri=ctx.paths.readiness(ctx.stage, merged["job_id"]),
         runtime=ctx.task.runtime, is_local=topology.is_local, machine_role=topology.role,
-        machine_index=topology.machine_index)
+        machine_index=topology.machine_index, gpus_per_compute_machine=res.gpus_per_compute_machine)
 
 
 def agree_on_cluster(ctx: StageContext, topology: ClusterTopology) -> GraphStoreInfo:

@@ -156,6 +156,12 @@ class StageResources(Model):
         return self.vertex.compute_cluster_local_world_size or (gpus if gpus > 0 else 1)
 
     @property
+    def gpus_per_compute_machine(self) -> int:
+        """GPUs of each compute machine: Vertex ``compute_pool.gpu_limit``; local: 0 (the CPU).
+        Above 0, each compute process computes on ``cuda:<local_rank>`` (graphstore.devices)."""
+        return self.vertex.compute_pool.gpu_limit if self.vertex else 0
+
+    @property
     def colocated(self) -> bool:
         """No storage processes: each compute machine holds one partition itself."""
         return self.num_storage == 0

@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from graphstore.ablp import ABLPInputNodes
 from graphstore.config import EdgeType
+from graphstore.devices import move_batch
 from graphstore.errors import UsageError
 from graphstore.graph_dataset import GraphDataset
 from graphstore.training.batches import view, without_pair_edges
@@ -83,10 +84,15 @@ class Job:
     """The dataset (any mode), its metadata, and the supervision types to train."""
 
     def __init__(self, dataset: GraphDataset,
-                 supervision_order: Sequence[EdgeType] | None = None) -> None:
+                 supervision_order: Sequence[EdgeType] | None = None,
+                 device: torch.device | str = "cpu") -> None:
         """``supervision_order``: supervision types in the task config's order (the first is
-        the one reported at the top level of the metrics); others follow in manifest order."""
+        the one reported at the top level of the metrics); others follow in manifest order.
+        ``device``: the model's device (graphstore.devices); every batch moves there before the
+        forward pass (:meth:`embed`), so loaders sample on the CPU. Inputs fetched from the
+        dataset (id lists, pairs, counts) stay on the CPU."""
         self.ds = dataset
+        self.device = torch.device(device)
         self.meta = meta = dataset.metadata
         order = list(supervision_order or [])
         types = sorted(meta.supervision_edge_types,
@@ -102,7 +108,9 @@ class Job:
 
     def embed(self, model, batch, drop: tuple[Supervision, torch.Tensor] | None = None):
         """Model output per node type and the batch view; ``drop=(sup, pairs)`` leaves the edges
-        joining each pair out of message passing (see :meth:`pair_embeddings`)."""
+        joining each pair out of message passing (see :meth:`pair_embeddings`). The batch moves
+        to the job's device first: the outputs are on that device."""
+        batch = move_batch(batch, self.device)
         v = view(batch, self.homo)
         edges = v.edge_index
         if drop is not None:
@@ -115,6 +123,7 @@ class Job:
         each pair are left out of message passing: with them, a model learns "linked = positive",
         which holds for training pairs only (the splitter removes val/test pairs from the graph),
         and ranked worse than random here."""
+        batch = move_batch(batch, self.device)
         y = batch.y_positive
         h, v = self.embed(model, batch, drop=(sup, y))
         return (h[sup.anchor_type][y[0]], h[sup.label_type][y[1]],

@@ -72,7 +72,7 @@ class LinkPredictionEncoder(nn.Module):
                 h[nt] = self.inputs[nt](x_dict[nt])
             else:
                 h[nt] = self.type_bias[nt].expand(n, -1) if nt in self.type_bias else \
-                    torch.zeros(n, self.cfg.hidden_dim)
+                    torch.zeros(n, self.cfg.hidden_dim, device=self.skips[0].weight.device)
         edges = {et: ei for et, ei in edge_index_dict.items() if et in self.cfg.edge_types}
         for layer, (conv, skip) in enumerate(zip(self.convs, self.skips)):
             msgs = conv(h, edges) if edges else {}

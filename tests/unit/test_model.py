@@ -32,6 +32,17 @@ def test_shapes_and_featureless_types():
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
 
 
+def test_every_output_is_on_the_model_device():
+    """A node type with features but none in the batch starts from zeros on the model's device
+    (the "meta" device stands for a GPU here: mixing it with a CPU tensor fails the same way)."""
+    cfg = ModelConfig(node_feature_dims={"user": 4, "item": 3}, edge_types=(BUYS, REV), out_dim=8)
+    model = LinkPredictionEncoder(cfg).to("meta")
+    edges = {et: torch.zeros(2, 5, dtype=torch.long, device="meta") for et in (BUYS, REV)}
+    out = model({"user": torch.ones(4, 4, device="meta")}, edges, {"user": 4, "item": 3})
+    assert {k: (v.device.type, tuple(v.shape)) for k, v in out.items()} == \
+        {"user": ("meta", (4, 8)), "item": ("meta", (3, 8))}
+
+
 def test_learns_planted_groups_better_than_chance():
     torch.manual_seed(0)
     cfg = ModelConfig(node_feature_dims={"user": 4, "item": 3}, edge_types=(BUYS, REV),
