@@ -1,10 +1,11 @@
 # The two commands a fresh machine needs (see README):
 #   make demo   set up .venv, generate the default dataset, and run the pipeline locally on it
 #   make test   set up .venv and run the whole test suite
+#   make image  build the container image (Containerfile) here with buildah; make image-test tests it
 PY := .venv/bin/python
 RUN_ROOT := runs
 
-.PHONY: setup emulators demo test test-unit bench wheels
+.PHONY: setup emulators browser demo test test-unit bench wheels image image-test
 setup:
 	@scripts/setup_venv.sh
 
@@ -12,12 +13,16 @@ setup:
 emulators:
 	@scripts/setup_emulators.sh
 
+# headless Chromium from the Debian packages: the run report test opens report.html in it
+browser:
+	@scripts/setup_browser.sh
+
 demo: setup
 	$(PY) -m graphstore.datagen --size small --output .data/default --overwrite
 	$(PY) -m pipeline run --task-config configs/task_hetero.yaml \
 	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp
 
-test: setup emulators
+test: setup emulators browser
 	$(PY) -m pytest -q --timeout=900 --durations=15
 
 test-unit: setup
@@ -30,3 +35,11 @@ bench: setup emulators
 
 wheels: setup
 	scripts/build_wheels.sh .venv wheels
+
+# the container image every task runs (Containerfile), built with buildah into build/buildah
+image: setup
+	@scripts/image.sh build
+
+# the tests that run inside the image (pytest marker image): the doctor, the compiled pipeline's tasks
+image-test: image
+	$(PY) -m pytest -q -m image --timeout=1800 tests/image

@@ -14,6 +14,10 @@ One run of the pipeline (or one hand-made run folder given to ``pipeline launch`
       checkpoint/metrics.json                  the trainer's metrics
       embeddings/<node_type>/                  the inferencer's output (graphstore.embeddings)
       export/<node_type>/rows.parquet          the rows export loads (graphstore.export.rows)
+      report/report.html, report/report.md     the trainer's run report, self-contained HTML and
+      report/<plot>.png                        its Markdown twin with the plots beside it
+                                               (graphstore.training.report)
+      tensorboard/                             TensorBoard event files (trainerArgs.tensorboard)
       logs/<stage>/                            graph-store process logs (local launcher)
       _stages/<name>.json                      one record per pipeline task (pipeline.stages)
       _graphstore/<stage>/<job id>/            readiness markers of one graph-store job
@@ -51,6 +55,10 @@ CHECKPOINT_METRICS = "metrics.json"
 EMBEDDINGS_DIR = "embeddings"
 EXPORT_DIR = "export"
 EXPORT_ROWS = "rows.parquet"
+REPORT_DIR = "report"
+REPORT_HTML = "report.html"
+REPORT_MARKDOWN = "report.md"
+TENSORBOARD_DIR = "tensorboard"
 LOGS_DIR = "logs"
 STAGE_RECORDS_DIR = "_stages"
 READINESS_DIR = "_graphstore"
@@ -146,6 +154,30 @@ class RunPaths:
     def export_rows(self, node_type: str) -> str:
         """The rows file the warehouse loads, ``export/<node_type>/rows.parquet``."""
         return self._join(EXPORT_DIR, _segment(node_type, "node type"), EXPORT_ROWS)
+
+    @property
+    def report_dir(self) -> str:
+        """The trainer's run report folder, ``report``."""
+        return self._join(REPORT_DIR)
+
+    @property
+    def report_html(self) -> str:
+        """The run report, ``report/report.html`` (plots embedded; written last)."""
+        return self._join(REPORT_DIR, REPORT_HTML)
+
+    @property
+    def report_markdown(self) -> str:
+        """The run report's Markdown twin, ``report/report.md`` (plots beside it)."""
+        return self._join(REPORT_DIR, REPORT_MARKDOWN)
+
+    def report_image(self, name: str) -> str:
+        """One plot of the report, ``report/<name>.png``."""
+        return self._join(REPORT_DIR, _segment(name, "plot name") + ".png")
+
+    @property
+    def tensorboard(self) -> str:
+        """TensorBoard event files of the trainer, ``tensorboard``."""
+        return self._join(TENSORBOARD_DIR)
 
     # --- bookkeeping ------------------------------------------------------------------------
     def logs(self, stage: str) -> str:

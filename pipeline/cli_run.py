@@ -74,21 +74,34 @@ def _record_line(r: dict) -> str:
     if r["stage"] == "partition":
         extra = f"{r.get('edges', '?')} edges -> {r.get('partitions', '?')} partitions"
     elif r["stage"] == "train":
-        model = r.get("metrics", {}).get("model", {})
-        pop = r.get("metrics", {}).get("popularity", {})
-        if model:
-            extra = (f"test MRR {model.get('mrr', 0):.3f} (popularity {pop.get('mrr', 0):.3f}), "
-                     f"hits@10 {model.get('hits@10', 0):.3f}")
+        extra = _train_metrics(r.get("metrics", {}))
     elif r["stage"] == "export":
         extra = f"{r.get('node_type')}: {r.get('rows')} rows -> {r.get('table')}"
     return f"  {r['stage']:<9} {r['status']:<6} {r.get('seconds', 0):>6.1f} s  {extra}".rstrip()
+
+
+def _train_metrics(test: dict) -> str:
+    """``test MRR 0.210 (popularity 0.028, bpr 0.019, lightgcn 0.018), hits@10 0.55 (0.07, ...)``:
+    the model's test metrics, then each baseline's in the order metrics.json lists them."""
+    model = test.get("model", {})
+    if not model:
+        return ""
+    baselines = [(k, v) for k, v in test.items()
+                 if k != "model" and isinstance(v, dict) and "mrr" in v]
+    mrr = ", ".join(f"{k} {v['mrr']:.3f}" for k, v in baselines)
+    hits = ", ".join(f"{v.get('hits@10', 0):.3f}" for _, v in baselines)
+    return (f"test MRR {model.get('mrr', 0):.3f}" + (f" ({mrr})" if mrr else "")
+            + f", hits@10 {model.get('hits@10', 0):.3f}" + (f" ({hits})" if hits else ""))
 
 
 def _summary(run_dir: str, run_id: str, stages: tuple[str, ...], seconds: float) -> list[str]:
     from pipeline.stages import read_records
 
     lines = [f"run {run_id}: {', '.join(stages)} in {seconds:.1f} s"]
-    return lines + [_record_line(r) for r in read_records(run_dir)]
+    records = read_records(run_dir)
+    lines += [_record_line(r) for r in records]
+    lines += [f"run report: {r['report']}" for r in records if r.get("report")]
+    return lines
 
 
 def _report_stages(run_dir: str, out: TextIO, stop: threading.Event, poll_s: float) -> None:

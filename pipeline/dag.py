@@ -27,7 +27,7 @@ per node type in a ``dsl.ParallelFor`` with parallelism 1 (the local warehouse h
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from kfp import dsl
-from kfp.dsl import Metrics, Output
+from kfp.dsl import HTML, Metrics, Output
 
 from graphstore.config.resource_schema import (
     ExportTaskResources, PartitionTaskResources, ResourceConfig, TaskResources,
@@ -56,13 +56,21 @@ def _partition(run_dir: str) -> str:
     return run_dir
 
 
-def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics]) -> str:
+def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics],
+           report: Output[HTML]) -> str:
+    import os
+
+    from graphstore import uris
     from pipeline.stages import run_graph_store
 
     record = run_graph_store(run_dir, "train", image, pipeline_job)
+    if record.get("report"):  # the run report as an HTML artifact: Vertex Pipelines shows it
+        os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
+        with open(report.path, "w", encoding="utf-8") as fh:
+            fh.write(uris.read_text(record["report"]))
     test = record.get("metrics", {})
-    # test_model_mrr, test_popularity_hits@10, ... (first supervision type), then per type:
-    # test_user__buys__item_model_mrr, ...
+    # test_model_mrr, test_popularity_hits@10, test_bpr_mrr, test_lightgcn_mrr, ... (first
+    # supervision type), then per type: test_user__buys__item_model_mrr, ...
     groups = [("test", test), *((f"test_{key}", r) for key, r in
                                 test.get("by_supervision_edge_type", {}).items())]
     for prefix, result in groups:

@@ -239,8 +239,11 @@ def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str
                 raise GraphstoreError(str(exc)) from None
             record.update(processes=len(result.processes))
         if stage == "train":
-            metrics = json.loads(uris.read_text(RunPaths(run_dir).metrics))
+            paths = RunPaths(run_dir)
+            metrics = json.loads(uris.read_text(paths.metrics))
             record["metrics"] = metrics.get("test", {})
+            if uris.exists(paths.report_html):  # the trainer's run report
+                record["report"] = paths.report_html
     return record
 
 

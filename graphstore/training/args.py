@@ -8,8 +8,9 @@ the default trainer (``python -m components.train``), ``inferencerConfig.inferen
 ``from_mapping`` again on the frozen config (same rules).
 
 The rules come from each dataclass field: its type annotation (``int``, ``float``, ``bool``,
-``str``, a ``Literal`` of choices, ``tuple[int, ...]``; ``| None`` allows null) and an optional
-``metadata={"min": m}`` (numbers default to >= 0; ``tuple[int, ...]`` lists need at least one item).
+``str``, a ``Literal`` of choices, ``tuple[int, ...]``, ``tuple[<Literal>, ...]``: a list of
+distinct choices, possibly empty; ``| None`` allows null) and an optional ``metadata={"min": m}``
+(numbers default to >= 0; ``tuple[int, ...]`` lists need at least one item).
 No torch import here: :mod:`graphstore.config` and ``pipeline/`` import this module.
 """
 
@@ -28,6 +29,10 @@ DEFAULT_TRAINER_MODULE = "components.train"
 DEFAULT_INFERENCER_MODULE = "components.infer"
 
 A = TypeVar("A")
+
+BaselineName = Literal["popularity", "bpr", "lightgcn"]
+"""A baseline the default trainer can score beside the model (graphstore.training.baselines)."""
+BASELINES: tuple[BaselineName, ...] = typing.get_args(BaselineName)
 
 
 def runs_module(command: str, module: str) -> bool:
@@ -60,7 +65,9 @@ class TrainerArgs:
     loss: Literal["retrieval", "bpr"] = "retrieval"
     temperature: float = 1.0
     logq_correction: bool = False  # subtract log(expected draws) of each candidate (losses.py)
-    seed: int = 0
+    seed: int = 0  # model initialisation, the evaluation candidates, the baselines
+    baselines: tuple[BaselineName, ...] = BASELINES  # scored beside the model; [] none
+    tensorboard: bool = False  # TensorBoard event files into <run-dir>/tensorboard/
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "trainerConfig.trainerArgs") -> TrainerArgs:
@@ -104,6 +111,11 @@ def _check(kind: Any, value: Any, minimum: float) -> str | None:
         origin, params = typing.get_origin(kind), typing.get_args(kind)
     if origin is Literal:
         return None if value in params else f"is not one of {', '.join(map(repr, params))}"
+    if origin is tuple and typing.get_origin(params[0]) is Literal:  # a list of choices, may be empty
+        choices = typing.get_args(params[0])
+        ok = isinstance(value, (list, tuple)) and all(v in choices for v in value) \
+            and len(set(value)) == len(value)
+        return None if ok else f"is not a list of distinct items of {', '.join(map(repr, choices))}"
     if origin is tuple:
         ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
             isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)

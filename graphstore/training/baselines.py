@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -206,6 +207,8 @@ def fit_lightgcn(graph: PairGraph, s: FitSettings, device: torch.device | str = 
     torch.manual_seed(s.seed)  # LightGCN's xavier initialisation
     model = LightGCN(graph.num_nodes, s.dim, s.num_layers, normalize=False).to(device)
     adj = normalized_adjacency(graph, device)
+    # torch_sparse multiplies through a torch CSR tensor, which warns once that it is "beta"
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     opt = torch.optim.Adam(model.parameters(), lr=s.lr)
     done = 0
     while done < s.epochs and time.monotonic() < deadline:

@@ -1,25 +1,44 @@
-"""Ranking evaluation of one supervision type (protocol: graphstore.training.metrics).
+"""Ranking evaluation of every supervision type, the model and its baselines under one protocol
+(the metrics: graphstore.training.metrics).
 
-Candidates: the same ~``eval_candidates`` label nodes for every pair: slice 0 of every
-partition's label ids. Each rank fetches slice 0 of its input partitions (graph store: every
-partition; colocated: its machine's) and embeds them; the ranks then share what they embedded,
-each id once, with the lowest rank's embedding. Each (anchor, positive) pair of the split is
-ranked against them, filtered: a candidate that is a known positive of the row's anchor, in any
-split, is skipped (with a per-edge split an anchor's training positives are among them). The
-popularity baseline (training positives per label node) is scored under the same protocol. Sums
-are all-reduced, so every rank returns the same result. Loaders are created in the same order on
-every rank (a collective); ``Evaluator`` keeps them between evaluations.
+Candidates: per supervision type, ``eval_candidates`` label-type nodes drawn uniformly at random
+with the trainer's seed (graphstore.training.candidates), the same set at every evaluation, for
+the model and for every baseline, in both modes. Each rank embeds the candidates its input
+partitions own (graph store: all of them; colocated: its machine's); the ranks then share what
+they embedded, each id once, with the lowest rank's embedding, and check that the shared set is
+the drawn one. Each (anchor, positive) pair of the split is ranked against them, filtered: a
+candidate that is a known positive of the row's anchor, in any split, is skipped (with a
+per-edge split an anchor's training positives are among them).
+
+Baselines (graphstore.training.baselines) are fitted once, before training, on the training
+pairs of every rank (gathered), each embedding baseline on one rank (spread over the ranks, so
+they fit side by side) and sent to the others. Sums are all-reduced, so every rank returns the
+same result. Loaders are created in the same order on every rank (a collective); ``Evaluator``
+keeps them between evaluations. Ranking runs on the CPU.
 """
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.distributed as dist
 
+from graphstore.ablp import ABLPInputNodes
+from graphstore.errors import RuntimeFailure
 from graphstore.training import metrics as M
 from graphstore.training.args import TrainerArgs
+from graphstore.training.baselines import (
+    DEFAULT_SETTINGS, EMBEDDING_BASELINES, POPULARITY_SETTINGS, PairGraph, PopularityScorer,
+    Scorer, fit,
+)
 from graphstore.training.batches import seed_count
+from graphstore.training.candidates import by_partition, fingerprint, sample_candidates
+from graphstore.training.collectives import all_gather_rows, broadcast_from
 from graphstore.training.job import Job, Supervision
+
+log = logging.getLogger(__name__)
+CPU = torch.device("cpu")
 
 
 class Evaluator:
@@ -30,13 +49,64 @@ class Evaluator:
     created once, at its first use, and iterated again at the next evaluation (each evaluation
     reads every batch, so the next ``iter()`` starts a clean epoch). Creation order is the same on
     every rank (a collective). ``close()`` shuts them all down.
+
+    After :meth:`run`, ``samples[key]`` holds the candidates' ids and model embeddings of that
+    evaluation (a uniform sample of the label type: the run report projects them).
     """
 
-    def __init__(self, job: Job, args: TrainerArgs, popularity: dict[str, torch.Tensor]) -> None:
-        self.job, self.args, self.popularity = job, args, popularity
-        self._candidates: dict[str, object] = {}
+    def __init__(self, job: Job, args: TrainerArgs, fit_device: torch.device = CPU,
+                 fit_budget_s: float = float("inf")) -> None:
+        """``fit_device``: where the embedding baselines are fitted; ``fit_budget_s``: seconds each
+        may take (checked between its epochs; keep it below the process group's timeout, which
+        the other ranks wait under)."""
+        self.job, self.args = job, args
+        self.fit_device, self.fit_budget_s = fit_device, fit_budget_s
+        self._candidates: dict[str, tuple[object, torch.Tensor]] = {}
         self._pairs: dict[tuple[str, str], object] = {}
+        self.scorers: dict[str, dict[str, Scorer]] = {}
+        self.anchor_degree: dict[str, torch.Tensor] = {}
+        self.label_degree: dict[str, torch.Tensor] = {}
+        self.baselines: dict[str, dict] = {}  # name -> settings (+ epochs run, seconds per type)
+        self.samples: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
+    # -- baselines --------------------------------------------------------------------------------
+    def fit_baselines(self, train_inputs: dict[str, dict[int, ABLPInputNodes]]) -> None:
+        """Fit ``args.baselines`` for every supervision type on the training pairs of every rank
+        (``train_inputs[key]``: this rank's training input of that type). A collective."""
+        job, args = self.job, self.args
+        rank, world = dist.get_rank(), dist.get_world_size()
+        graphs = {}
+        for sup in job.sups:
+            pairs = torch.cat(all_gather_rows(sup.train_pairs(train_inputs[sup.key]).T), 0).T
+            n_anchor = job.meta.node_counts[sup.anchor_type]
+            n_label = job.meta.node_counts[sup.label_type]
+            self.anchor_degree[sup.key] = torch.bincount(pairs[0], minlength=n_anchor)
+            self.label_degree[sup.key] = torch.bincount(pairs[1], minlength=n_label)
+            self.scorers[sup.key] = {}
+            if "popularity" in args.baselines:
+                self.scorers[sup.key]["popularity"] = PopularityScorer(self.label_degree[sup.key])
+                self.baselines["popularity"] = dict(POPULARITY_SETTINGS)
+            graphs[sup.key] = PairGraph(pairs, n_anchor, n_label,
+                                        same_type=sup.anchor_type == sup.label_type)
+        jobs = [(sup.key, name) for sup in job.sups for name in args.baselines
+                if name in EMBEDDING_BASELINES]
+        mine = {}
+        for i, (key, name) in enumerate(jobs):  # job i on rank i % world: side by side
+            if i % world == rank:
+                settings = DEFAULT_SETTINGS[name].__class__(**{**DEFAULT_SETTINGS[name].__dict__,
+                                                              "seed": args.seed})
+                mine[i] = fit(name, graphs[key], settings, self.fit_device, self.fit_budget_s)
+        for i, (key, name) in enumerate(jobs):
+            graph, settings = graphs[key], DEFAULT_SETTINGS[name]
+            table, epochs, seconds = mine.get(i, (torch.empty(graph.num_nodes, settings.dim), 0, 0.0))
+            table = broadcast_from(table, i % world)
+            done = broadcast_from(torch.tensor([float(epochs), seconds]), i % world)
+            self.scorers[key][name] = graph.split(table)
+            info = self.baselines.setdefault(name, {**settings.describe(name), "seed": args.seed})
+            info.setdefault("epochs_run", {})[key] = int(done[0])
+            info.setdefault("seconds", {})[key] = round(float(done[1]), 1)
+
+    # -- evaluation -------------------------------------------------------------------------------
     def run(self, model, split: str) -> dict:
         """Every supervision type's result under ``by_supervision_edge_type``; the first type's
         result also at the top level (what single-type readers and the pipeline summary read)."""
@@ -45,7 +115,7 @@ class Evaluator:
         return {**first, "by_supervision_edge_type": results}
 
     def close(self) -> None:
-        for loader in [*self._pairs.values(), *self._candidates.values()]:
+        for loader in [*self._pairs.values(), *(c[0] for c in self._candidates.values())]:
             loader.shutdown()
         self._pairs.clear()
         self._candidates.clear()
@@ -55,68 +125,79 @@ class Evaluator:
 
         job, args = self.job, self.args
         if sup.key not in self._candidates:
-            n_labels = job.meta.node_counts[sup.label_type]
-            world = max(1, n_labels // args.eval_candidates)
-            self._candidates[sup.key] = DistNeighborLoader(
-                job.ds, list(args.num_neighbors),
-                sup.node_input(sup.label_ids(rank=0, world=world)), batch_size=1024)
+            ids = sample_candidates(job.meta.node_counts[sup.label_type], args.eval_candidates,
+                                    args.seed)
+            book = job.ds.fetch_node_partition_book(sup.label_type)
+            inputs = by_partition(ids, book, tuple(job.ds.input_partitions))
+            loader = DistNeighborLoader(job.ds, list(args.num_neighbors), sup.node_input(inputs),
+                                        batch_size=1024)
+            self._candidates[sup.key] = (loader, ids)
         if (sup.key, split) not in self._pairs:
             self._pairs[sup.key, split] = DistABLPLoader(
                 job.ds, list(args.num_neighbors), sup.ablp_input(split),
                 batch_size=args.batch_size, supervision_edge_type=sup.key)
         return self._candidates[sup.key], self._pairs[sup.key, split]
 
+    def _embed_candidates(self, model, sup: Supervision, loader,
+                          expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The candidates' model embeddings and ids (sorted), the same on every rank."""
+        job = self.job
+        embs, ids = [], []
+        for batch in loader:
+            h, v = job.embed(model, batch)
+            k = seed_count(batch, sup.label_type, job.homo is not None)
+            embs.append(h[sup.label_type][:k].cpu())
+            ids.append(v.node_ids[sup.label_type][:k].cpu())
+        emb = torch.cat(embs) if embs else torch.empty(0, self.args.out_dim)
+        cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
+        emb, cand_id = _gather_candidates(emb, cand_id)
+        if not torch.equal(cand_id, expected):
+            raise RuntimeFailure(f"evaluation of {sup.key}: the ranks embedded {len(cand_id)} "
+                                 f"candidates, not the {len(expected)} drawn")
+        return emb, cand_id
+
     def _one(self, model, sup: Supervision, split: str) -> dict:
-        """``{"model": metrics, "popularity": metrics, "candidates_per_pair": n}`` on ``split``."""
-        job, args, popularity = self.job, self.args, self.popularity[sup.key]
-        cand_loader, loader = self._loaders(sup, split)
+        """``{"model": metrics, <baseline>: metrics..., "candidates_per_pair": n, ...}``."""
+        job = self.job
+        (cand_loader, expected), loader = self._loaders(sup, split)
+        scorers = self.scorers.get(sup.key, {})
+        degree = self.anchor_degree.get(sup.key)
+        names = ["model", *scorers]
         model.eval()
         with torch.no_grad():
-            embs, ids = [], []
-            for batch in cand_loader:
-                h, v = job.embed(model, batch)
-                k = seed_count(batch, sup.label_type, job.homo is not None)
-                embs.append(h[sup.label_type][:k])
-                ids.append(v.node_ids[sup.label_type][:k])
-            cand_emb = torch.cat(embs) if embs else torch.empty(0, args.out_dim)
-            cand_id = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
-            cand_emb, cand_id = _gather_candidates(cand_emb, cand_id)
+            cand_emb, cand_id = self._embed_candidates(model, sup, cand_loader, expected)
             n_labels = job.meta.node_counts[sup.label_type]
             known = sup.positive_pairs(cand_id)
             known = torch.unique(known[0] * n_labels + known[1])  # (anchor, candidate) keys
-            sums, pop_sums = torch.zeros(5), torch.zeros(5)
+            sums, cold = torch.zeros(len(names), 5), torch.zeros(1)
             for batch in loader:
                 a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
+                a_id, p_id = a_id.cpu(), p_id.cpu()
                 mask = torch.isin(a_id[:, None] * n_labels + cand_id[None, :], known)
-                sums += M.metric_sums(M.ranks((a * p).sum(-1), a @ cand_emb.T, mask))
-                pop = popularity[cand_id][None, :].expand(len(p_id), -1)
-                pop_sums += M.metric_sums(M.ranks(popularity[p_id], pop, mask))
+                rows = [M.metric_sums(M.ranks((a * p).sum(-1).cpu(), (a @ cand_emb.T.to(a.device)).cpu(),
+                                              mask))]
+                rows += [M.metric_sums(M.ranks(s.pair_scores(a_id, p_id),
+                                               s.candidate_scores(a_id, cand_id), mask))
+                         for s in scorers.values()]
+                sums += torch.stack(rows)
+                if degree is not None:
+                    cold += (degree[a_id] == 0).sum()
         dist.all_reduce(sums)
-        dist.all_reduce(pop_sums)
+        dist.all_reduce(cold)
         model.train()
-        return {"model": M.finalize(sums), "popularity": M.finalize(pop_sums),
-                "candidates_per_pair": int(cand_id.numel())}
+        self.samples[sup.key] = (cand_id, cand_emb)
+        result = {name: M.finalize(sums[i]) for i, name in enumerate(names)}
+        count = float(sums[0, 0])
+        result.update(candidates_per_pair=int(cand_id.numel()), candidates=fingerprint(cand_id))
+        if degree is not None:
+            result["cold_anchor_share"] = round(float(cold) / count, 4) if count else 0.0
+        return result
 
 
 def _gather_candidates(emb: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Every rank's candidates, each id once (ranks that read the same partitions hold the same
-    ones), in id order, with the embedding of the lowest rank that holds the id: slice 0 of every
-    partition, whichever partitions each rank reads."""
-    world = dist.get_world_size()
-    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
-    dist.all_gather(sizes, torch.tensor([len(ids)]))
-    most = int(max(int(x) for x in sizes))
-    pad_emb = torch.zeros(most, emb.size(1))
-    pad_emb[:len(ids)] = emb
-    pad_ids = torch.full((most,), -1, dtype=torch.long)
-    pad_ids[:len(ids)] = ids
-    embs = [torch.empty_like(pad_emb) for _ in range(world)]
-    all_ids = [torch.empty_like(pad_ids) for _ in range(world)]
-    dist.all_gather(embs, pad_emb)
-    dist.all_gather(all_ids, pad_ids)
-    emb, ids = torch.cat(embs), torch.cat(all_ids)
-    keep = ids >= 0
-    emb, ids = emb[keep], ids[keep]
+    ones), in id order, with the embedding of the lowest rank that holds the id."""
+    emb, ids = torch.cat(all_gather_rows(emb)), torch.cat(all_gather_rows(ids))
     unique, first = _first_occurrence(ids)
     return emb[first], unique
 

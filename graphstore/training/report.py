@@ -110,7 +110,7 @@ def plot_validation(metrics: dict) -> bytes | None:
                     linestyle="-" if who == "model" else "--", label=f"{who} ({key})")
     ax.set(xlabel="step", ylabel="validation MRR", title="Validation MRR")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)
 
 

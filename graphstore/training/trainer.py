@@ -10,17 +10,24 @@ Per worker (``_worker``), in this order:
      for each supervision edge type (manifest order) its train ABLP loader and its random-negative
      loader (label node type); at the first evaluation of a split, per type, the candidate set
      (once) and that split's ABLP loader, kept for later evaluations;
-  2. steps: for every supervision type, the model on its ABLP batch (anchors, positives; the
+  2. steps (on the process's device: the CPU, or ``cuda:<local_rank>`` when the resource config
+     gives GPUs, graphstore.devices; batches are sampled on the CPU and moved there before the
+     forward): for every supervision type, the model on its ABLP batch (anchors, positives; the
      edges joining each pair left out of message passing) and on its negative batch; retrieval (or
      BPR) loss with accidental hits removed, summed over types; DDP all-reduces gradients; AdamW;
-  3. every ``val_every_steps`` before the last step: MRR / hits@k per supervision type on val;
-     at the end, on test
+  3. before the first step, the baselines (``trainerArgs.baselines``) are fitted on every
+     rank's training pairs; every ``val_every_steps`` before the last step: MRR / hits@k per
+     supervision type on val, model and baselines on the same candidates; at the end, on test
      (graphstore.training.evaluation);
   4. rank 0 writes ``<run-dir>/checkpoint/model.pt`` (weights, model config, step, optimizer,
-     training fan-out; the format: graphstore.training.checkpoint) and ``metrics.json``; a run
-     that finds a checkpoint resumes from its step (the machine's parent reads and checks it
-     before any process starts, and hands it to its workers);
-  5. loaders shut down, then ``shutdown_compute_process``.
+     training fan-out; the format: graphstore.training.checkpoint) and ``metrics.json`` (results,
+     baselines and their settings, loss history, phase timings, loader wait share:
+     graphstore.training.history); a run that finds a checkpoint resumes from its step (the
+     machine's parent reads and checks it before any process starts, and hands it to its
+     workers); with ``trainerArgs.tensorboard``, rank 0 also writes TensorBoard event files
+     (graphstore.training.tensorboard);
+  5. loaders shut down, then ``shutdown_compute_process``; then rank 0 writes the run report
+     ``<run-dir>/report/`` (graphstore.training.report).
 """
 
 from __future__ import annotations
@@ -37,12 +44,15 @@ from graphstore.config import EdgeType
 from graphstore.dataset_source import DatasetSource, dataset_source
 from graphstore.env import ClusterTopology
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
-from graphstore.run_paths import CHECKPOINT_METRICS, CHECKPOINT_MODEL
+from graphstore.run_paths import (
+    CHECKPOINT_METRICS, CHECKPOINT_MODEL, RunPaths, read_run_record,
+)
 from graphstore.stage import StageContext
 from graphstore.training.args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from graphstore.training.evaluation import Evaluator
+from graphstore.training.history import TrainingLog
 from graphstore.training.job import Job, Supervision
 from graphstore.training.losses import (
     accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
@@ -73,48 +83,57 @@ def resume_checkpoint(ckpt_dir: str) -> Checkpoint | None:
     return read_checkpoint(uri, fix="move it away (or use another --run-dir) to train from scratch")
 
 
-def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: str,
-            source: DatasetSource, supervision_order: list[EdgeType],
+def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: str,
+            data_root: str | None, source: DatasetSource, supervision_order: list[EdgeType],
             resume: Checkpoint | None) -> None:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     from graphstore import (
         DistABLPLoader, DistNeighborLoader, init_compute_process, shutdown_compute_process,
     )
     from graphstore.cli import setup_logging
 
     setup_logging(f"train{info.machine_index}.{local_rank}")
-    init_compute_process(local_rank, info)
+    t_start = time.perf_counter()
+    device = init_compute_process(local_rank, info)
     rank = dist.get_rank()
+    tlog = TrainingLog(_tensorboard(run_dir) if args.tensorboard and rank == 0 else None)
+    tlog.add_phase("join cluster", time.perf_counter() - t_start)
+    ckpt_dir = RunPaths(run_dir).checkpoint
     torch.manual_seed(args.seed)
-    job = Job(source.open(info, local_rank), supervision_order)
-    dims = {nt: job.meta.node_feature_dims[nt] for nt in job.meta.node_types}
-    cfg = ModelConfig(node_feature_dims=dims, edge_types=job.edge_types, hidden_dim=args.hidden_dim,
-                      out_dim=args.out_dim, num_layers=args.num_layers, decoder=args.decoder)
-    model = LinkPredictionEncoder(cfg)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    step = 0
-    if resume is not None:
-        model.load_state_dict(resume["state_dict"])
-        if resume["optimizer"] is not None:
-            optimizer.load_state_dict(resume["optimizer"])
-        step = resume["step"]
-        log.info("resuming from %s at step=%d", ckpt_dir, step)
-    ddp = DDP(model, find_unused_parameters=True)
-    streams, popularity = [], {}
-    for sup in job.sups:  # the same loaders in the same order on every rank
-        train_input = sup.ablp_input("train")
-        popularity[sup.key] = sup.popularity(train_input)
-        train = DistABLPLoader(job.ds, list(args.num_neighbors), train_input,
-                               batch_size=args.batch_size, shuffle=True, drop_last=True,
-                               supervision_edge_type=sup.key)
-        negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
-                                       sup.node_input(sup.label_ids()),
-                                       batch_size=args.num_random_negatives, shuffle=True)
-        streams.append((sup, EpochStream(train, sup.steps_per_epoch(train_input, args.batch_size)),
-                        EpochStream(negatives)))
-    evaluator = Evaluator(job, args, popularity)
-    t_start, history = time.perf_counter(), []
+    with tlog.phase("open dataset, loaders"):
+        job = Job(source.open(info, local_rank), supervision_order, device=device.torch_device)
+        dims = {nt: job.meta.node_feature_dims[nt] for nt in job.meta.node_types}
+        cfg = ModelConfig(node_feature_dims=dims, edge_types=job.edge_types,
+                          hidden_dim=args.hidden_dim, out_dim=args.out_dim,
+                          num_layers=args.num_layers, decoder=args.decoder)
+        model = LinkPredictionEncoder(cfg).to(device.torch_device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
+                                      weight_decay=args.weight_decay)
+        step = 0
+        if resume is not None:
+            model.load_state_dict(resume["state_dict"])
+            if resume["optimizer"] is not None:
+                optimizer.load_state_dict(resume["optimizer"])
+            step = resume["step"]
+            log.info("resuming from %s at step=%d", ckpt_dir, step)
+        ddp = device.ddp(model, find_unused_parameters=True)  # device_ids + NCCL on CUDA
+        streams, popularity, train_inputs = [], {}, {}
+        for sup in job.sups:  # the same loaders in the same order on every rank
+            train_input = train_inputs[sup.key] = sup.ablp_input("train")
+            popularity[sup.key] = sup.popularity(train_input).to(device.torch_device)
+            train = DistABLPLoader(job.ds, list(args.num_neighbors), train_input,
+                                   batch_size=args.batch_size, shuffle=True, drop_last=True,
+                                   supervision_edge_type=sup.key)
+            negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
+                                           sup.node_input(sup.label_ids()),
+                                           batch_size=args.num_random_negatives, shuffle=True)
+            streams.append((sup, EpochStream(train, sup.steps_per_epoch(train_input,
+                                                                         args.batch_size)),
+                            EpochStream(negatives)))
+    # the other ranks wait in a collective while one fits: stay well inside its timeout
+    evaluator = Evaluator(job, args, fit_budget_s=info.runtime.cluster_init_timeout_s / 3)
+    with tlog.phase("baselines"):
+        evaluator.fit_baselines(train_inputs)
+    history = []
     wait_s = compute_s = loss_sum = 0.0
     first = streams[0][1]
 
@@ -131,38 +150,87 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, ckpt_dir: 
         loss.backward()
         optimizer.step()
         step += 1
+        t2 = time.perf_counter()
         wait_s += t1 - t0
-        compute_s += time.perf_counter() - t1
+        compute_s += t2 - t1
+        tlog.step_times(t1 - t0, t2 - t1)
         loss_sum += float(loss)
         if step % args.log_every_steps == 0 and rank == 0:
             total = wait_s + compute_s
-            log.info("step=%d loss=%.4f batches_per_s=%.1f wait_share=%.2f", step,
-                     loss_sum / args.log_every_steps, args.log_every_steps / total, wait_s / total)
+            mean = loss_sum / args.log_every_steps
+            log.info("step=%d loss=%.4f batches_per_s=%.1f wait_share=%.2f", step, mean,
+                     args.log_every_steps / total, wait_s / total)
+            tlog.interval(step, mean, args.log_every_steps / total, wait_s / total)
         if step % args.log_every_steps == 0:
             wait_s = compute_s = loss_sum = 0.0
         if step % args.val_every_steps == 0 and step < args.max_steps:  # the end scores test
-            result = evaluator.run(model, "val")
+            with tlog.phase("validation"):
+                result = evaluator.run(model, "val")
             history.append({"step": step, **result})
             if rank == 0:
+                tlog.evaluation("val", step, result)
                 for key, r in result["by_supervision_edge_type"].items():
-                    log.info("step=%d %s val_mrr=%.4f val_hits@10=%.4f popularity_mrr=%.4f", step,
-                             key, r["model"]["mrr"], r["model"]["hits@10"], r["popularity"]["mrr"])
+                    log.info("step=%d %s val_mrr=%.4f val_hits@10=%.4f %s", step, key,
+                             r["model"]["mrr"], r["model"]["hits@10"], _baseline_mrrs(r))
                 _save(ckpt_dir, model, optimizer, cfg, args, step, {"val_history": history})
+    tlog.add_phase("training steps", tlog.wait_s + tlog.compute_s)
     for _, train, negatives in streams:
         train.close()
         negatives.close()
-    test = evaluator.run(model, "test")
+    with tlog.phase("test"):
+        test = evaluator.run(model, "test")
     evaluator.close()
     if rank == 0:
+        tlog.evaluation("test", step, test)
         summary = {"steps": step, "seconds": round(time.perf_counter() - t_start, 1),
-                   "val_history": history, "test": test,
-                   "protocol": f"filtered ranking of each (anchor, positive) against ~{args.eval_candidates} "
-                               "shared random label nodes; popularity = training positives per node"}
+                   "val_history": history, "test": test, "baselines": evaluator.baselines,
+                   **tlog.to_dict(), "protocol": _protocol(args)}
         _save(ckpt_dir, model, optimizer, cfg, args, step, summary)
         for key, r in test["by_supervision_edge_type"].items():
-            log.info("train done steps=%d %s test_mrr=%.4f popularity_test_mrr=%.4f seconds=%.1f",
-                     step, key, r["model"]["mrr"], r["popularity"]["mrr"], summary["seconds"])
+            log.info("train done steps=%d %s test_mrr=%.4f %s seconds=%.1f", step, key,
+                     r["model"]["mrr"], _baseline_mrrs(r, "test_"), summary["seconds"])
     shutdown_compute_process()
+    tlog.close()
+    if rank == 0:
+        uri = _report(run_dir, data_root, job, evaluator, summary)
+        log.info("report written: %s", uri)
+
+
+def _tensorboard(run_dir: str):
+    from graphstore.training.tensorboard import TensorBoardSink
+
+    return TensorBoardSink(RunPaths(run_dir).tensorboard)
+
+
+def _protocol(args: TrainerArgs) -> str:
+    return (f"filtered ranking of each (anchor, positive) against {args.eval_candidates} label "
+            f"nodes drawn uniformly at random (seed {args.seed}), the same for the model and "
+            "every baseline; every known positive of the anchor (any split) is skipped")
+
+
+def _baseline_mrrs(result: dict, prefix: str = "") -> str:
+    """``popularity_mrr=0.0280 bpr_mrr=...`` of the baselines in one evaluation result."""
+    return " ".join(f"{prefix}{who}_mrr={v['mrr']:.4f}" for who, v in result.items()
+                    if who != "model" and isinstance(v, dict) and "mrr" in v)
+
+
+def _report(run_dir: str, data_root: str | None, job: Job, evaluator: Evaluator,
+            summary: dict) -> str:
+    """Write the run report (rank 0, after the cluster is left); returns report.html's URI."""
+    from graphstore.training.report import ReportInputs, write_report
+    from graphstore.training.report_inputs import build_projection, earlier_stages, node_attribute
+
+    sup = job.sups[0]
+    projection = None
+    if sup.key in evaluator.samples:
+        ids, emb = evaluator.samples[sup.key]
+        attribute = node_attribute(data_root, RunPaths(run_dir).shards, sup.label_type, ids)
+        projection = build_projection(sup.label_type, ids, emb, attribute,
+                                      evaluator.label_degree.get(sup.key))
+    record = read_run_record(run_dir)  # pipeline runs; a hand-made folder goes by its name
+    title = f"Training run {(record or {}).get('run_id') or RunPaths(run_dir).folder_name}"
+    return write_report(run_dir, ReportInputs(title=title, metrics=summary, projection=projection,
+                                              stages=earlier_stages(run_dir)))
 
 
 def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
@@ -189,6 +257,7 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = list(ctx.task.supervision_edge_types)
     # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
-    spawn_workers(_worker, (info, args, ctx.paths.checkpoint, source, order, resume),
+    spawn_workers(_worker, (info, args, ctx.run_dir, ctx.task.dataset.data_root_uri, source,
+                            order, resume),
                   info.num_processes_per_compute, first_rank=info.compute_rank(0))
     return 0

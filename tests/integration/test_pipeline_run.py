@@ -68,6 +68,10 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     out = first.stdout
     assert "run r1: partition, train, infer, export in" in out
     assert "  train     ok" in out and "test MRR" in out
+    # the baselines beside the model on the summary line, then where the run report is
+    train_line = next(line for line in out.splitlines() if line.startswith("  train     ok"))
+    assert "(popularity " in train_line and ", bpr " in train_line and ", lightgcn " in train_line
+    assert f"run report: {run / 'report' / 'report.html'}" in out
     assert "top-5 of embeddings_item for user" in out
     assert len([line for line in out.splitlines() if "score" in line]) == 5
     frozen = yaml.safe_load((run / "config" / "task.yaml").read_text())
@@ -83,6 +87,11 @@ def test_whole_pipeline_runs_locally_and_resumes_from_a_stage(tmp_path):
     assert logged["test_model_mrr"] == pytest.approx(metrics["test"]["model"]["mrr"])
     assert logged["test_user__buys__item_popularity_hits@10"] == pytest.approx(
         metrics["test"]["by_supervision_edge_type"]["user__buys__item"]["popularity"]["hits@10"])
+    assert logged["test_lightgcn_mrr"] == pytest.approx(metrics["test"]["lightgcn"]["mrr"])
+    # ... and the run report its HTML artifact (what Vertex Pipelines shows)
+    outputs = json.loads(train_out.read_text())["artifacts"]
+    (html,) = outputs["report"]["artifacts"]
+    assert Path(html["uri"]).read_text() == (run / "report" / "report.html").read_text()
 
     # resume at export: earlier stages are not redone, the rows stay exactly once
     ckpt = run / "checkpoint" / "model.pt"

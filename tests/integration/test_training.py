@@ -16,6 +16,9 @@ from graphstore.config import load_config_pair
 from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from graphstore.shards.reader import ShardSet
+from graphstore.training.candidates import fingerprint, sample_candidates
+from tests.integration.test_report_browser import check_report_renders
+from tests.tensorboard_events import read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]
@@ -58,9 +61,15 @@ def _train(tp: Path, rp: Path, run: Path, stage: str = "train") -> str:
     return text
 
 
+def _candidate_fingerprint(run: Path, node_type: str, count: int, seed: int = 0) -> str:
+    """The fingerprint of the candidate set the evaluation must have drawn."""
+    n = ShardSet.open(str(run / "shards")).manifest.node_types[node_type].count
+    return fingerprint(sample_candidates(n, count, seed))
+
+
 @pytest.mark.timeout(900)
 def test_graph_store_training_learns_validates_and_embeds(tmp_path):
-    tp, rp, run = _setup(tmp_path, TRAINER_ARGS)
+    tp, rp, run = _setup(tmp_path, {**TRAINER_ARGS, "tensorboard": True})
     out = _train(tp, rp, run)
     losses = [float(line.split("loss=")[1].split()[0]) for line in out.splitlines() if " loss=" in line]
     assert len(losses) >= 5 and sum(losses[-2:]) / 2 < 0.9 * sum(losses[:2]) / 2, losses
@@ -82,6 +91,34 @@ def test_graph_store_training_learns_validates_and_embeds(tmp_path):
     similar = by_type["item__similar_to__item"]
     assert similar["model"]["count"] > 50 and similar["model"]["mrr"] > similar["popularity"]["mrr"]
     assert (run / "checkpoint" / "model.pt").exists()
+    # every baseline on the same uniform candidates as the model, its settings stated
+    for key, result in by_type.items():
+        assert {"model", "popularity", "bpr", "lightgcn"} <= set(result), result
+        assert result["candidates_per_pair"] == 100
+        assert result["candidates"] == _candidate_fingerprint(run, "item", 100)
+        assert all(result[w]["count"] == result["model"]["count"] for w in ("bpr", "lightgcn"))
+    assert by_type["user__buys__item"]["cold_anchor_share"] == 1.0  # the node split: cold users
+    assert by_type["item__similar_to__item"]["cold_anchor_share"] < 1.0
+    for name in ("bpr", "lightgcn"):
+        info = metrics["baselines"][name]
+        assert info["dim"] == 64 and info["epochs_run"] == {k: info["epochs"] for k in by_type}
+    assert metrics["val_history"][0]["bpr"]["count"] > 0
+    # the loss curve, timings and wait share; the same loss values as TensorBoard scalars
+    assert [r["step"] for r in metrics["loss_history"]] == list(range(10, 201, 10))
+    assert {"join cluster", "baselines", "training steps", "validation", "test"} <= set(metrics["timings_s"])
+    assert 0 < metrics["wait_share"] < 1
+    scalars = read_scalars(run / "tensorboard")
+    assert [s for s, _ in scalars["train/loss"]] == list(range(10, 201, 10))
+    assert [round(v, 3) for _, v in scalars["train/loss"]] == \
+        [round(r["loss"], 3) for r in metrics["loss_history"]]
+    assert [s for s, _ in scalars["val/user__buys__item/model/mrr"]] == [80, 160]
+    assert [s for s, _ in scalars["test/item__similar_to__item/lightgcn/mrr"]] == [200]
+    # the run report, opened in a real browser
+    assert "report written: " + str(run / "report" / "report.html") in out
+    check_report_renders(run / "report" / "report.html", tmp_path / "report-graph-store.png",
+                         ("loss", "validation", "comparison", "wait_share", "timings", "embeddings"))
+    md = (run / "report" / "report.md").read_text()
+    assert "| lightgcn |" in md and "cold anchors 100.0%" in md
     # inference: one session per node type, every node exactly once, into a new attempt folder;
     # files of earlier attempts (a killed one, and the flat files of schema 1) removed after
     stale = run / "embeddings" / "user" / "part-00007-of-00009.parquet"
@@ -120,9 +157,14 @@ def test_colocated_training_resumes_and_infers_through_the_launcher(tmp_path):
     metrics = json.loads((run / "checkpoint" / "metrics.json").read_text())
     assert [h["step"] for h in metrics["val_history"]] == [10]
     buys = metrics["test"]["by_supervision_edge_type"]["user__buys__item"]
-    # same candidate protocol as graph-store mode: ~100 candidates from both partitions
+    # the same candidates as graph-store mode draws: 100 uniform ones from both partitions
     assert buys["candidates_per_pair"] == 100
+    assert buys["candidates"] == _candidate_fingerprint(run, "item", 100)
     assert buys["model"]["mrr"] > buys["popularity"]["mrr"]
+    # per-edge split: every evaluated user has training pairs, so the embedding baselines learn
+    assert buys["cold_anchor_share"] == 0.0
+    assert min(buys["bpr"]["mrr"], buys["lightgcn"]["mrr"]) > 0.1, buys  # random: ~0.05
+    assert (run / "report" / "report.html").exists() and not (run / "tensorboard").exists()
     # a second run with more steps resumes from step 20 instead of starting over (the checkpoint
     # logic is the same in both modes; colocated sessions start faster)
     task = yaml.safe_load(tp.read_text())

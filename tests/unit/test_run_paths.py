@@ -33,6 +33,10 @@ def test_every_path_of_a_local_run_folder():
     assert p.embeddings("user") == "/runs/r1/embeddings/user"
     assert p.export("item") == "/runs/r1/export/item"
     assert p.export_rows("item") == "/runs/r1/export/item/rows.parquet"
+    assert (p.report_dir, p.report_html, p.report_markdown, p.report_image("loss")) == (
+        "/runs/r1/report", "/runs/r1/report/report.html", "/runs/r1/report/report.md",
+        "/runs/r1/report/loss.png")
+    assert p.tensorboard == "/runs/r1/tensorboard"
     assert p.logs("train") == "/runs/r1/logs/train"
     assert p.stage_records == "/runs/r1/_stages"
     assert p.stage_record("export-user") == "/runs/r1/_stages/export-user.json"
@@ -162,7 +166,8 @@ def test_run_paths_imports_no_torch():
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=120).returncode == 0
 
 
-LAYOUT_NAMES = ("model.pt", "metrics.json", "run.json", "rows.parquet", "_stages", "_graphstore")
+LAYOUT_NAMES = ("model.pt", "metrics.json", "run.json", "rows.parquet", "_stages", "_graphstore",
+                "report.html", "report.md")
 """File and folder names of the run folder that only graphstore/run_paths.py may spell."""
 
 
