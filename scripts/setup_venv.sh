@@ -2,11 +2,13 @@
 # Create or update the project virtual environment (.venv) on a fresh machine. Idempotent and fast
 # when nothing changed: a stamp holding the hash of the requirement files skips the work.
 #
-# Order matters (README, Stack):
+# The stack is installed by scripts/install_stack.sh, the same script and lock files the image uses
+# (Containerfile), in the order that matters (README, Stack):
 #   1. torch 2.3.0 first (the PyPI CUDA 12.1 build; runs on CPU; GLT 0.2.4 only loads against it);
 #   2. torch-scatter / torch-sparse from wheels/ (PyPI has only sdists, ~11 min to compile on 2 cores);
 #      when no wheel in wheels/ fits this machine, build them (scripts/build_wheels.sh) and keep them;
-#   3. everything else, locked by requirements/constraints.txt; then `pip check`.
+#   3. requirements/base.txt and the test-only requirements/test.txt, locked by
+#      requirements/constraints.txt; then `pip check`. Then this package, editable.
 #
 # usage: scripts/setup_venv.sh            env: VENV (default .venv), PYTHON (default python3.11 / python3)
 set -euo pipefail
@@ -14,9 +16,11 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 REQ=requirements/base.txt
+TEST_REQ=requirements/test.txt
 CON=requirements/constraints.txt
 stamp="$VENV/.setup-stamp"
-want=$(cat "$REQ" "$CON" requirements/pyg-ext-sdists.txt scripts/setup_venv.sh pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat "$REQ" "$TEST_REQ" "$CON" requirements/pyg-ext-sdists.txt scripts/setup_venv.sh \
+  scripts/install_stack.sh pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
   exit 0
 fi
@@ -27,18 +31,18 @@ fi
 start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/pip" install -q --disable-pip-version-check)
-echo "setup_venv: [1/3] torch 2.3.0 (first install downloads ~2.5 GB)"
-"${PIP[@]}" -c "$CON" torch==2.3.0 numpy==1.26.4 scipy==1.17.1 setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
-"$VENV/bin/python" -c "import torch" || { echo "setup_venv: torch failed to install" >&2; exit 1; }
-echo "setup_venv: [2/3] torch-scatter / torch-sparse from wheels/"
-if ! "$VENV/bin/pip" install -q --no-index --find-links wheels --only-binary :all: --no-deps \
-      torch-scatter==2.1.2 torch-sparse==0.6.18 >/dev/null 2>&1; then
+echo "setup_venv: build tools (setuptools, wheel: scripts/build_wheels.sh and the editable install)"
+"${PIP[@]}" setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
+echo "setup_venv: the locked stack (first install downloads ~2.5 GB for torch)"
+rc=0
+scripts/install_stack.sh "$VENV/bin/python" "$REQ" "$TEST_REQ" || rc=$?
+if [ "$rc" = 3 ]; then
   echo "setup_venv: no wheel in wheels/ fits this machine; building from the PyPI sdists (~11 min)"
   scripts/build_wheels.sh "$VENV" wheels
+  scripts/install_stack.sh "$VENV/bin/python" "$REQ" "$TEST_REQ"
+elif [ "$rc" != 0 ]; then
+  exit "$rc"
 fi
-echo "setup_venv: [3/3] the rest of the stack"
-"${PIP[@]}" -r "$REQ" -c "$CON" --find-links wheels --only-binary torch-scatter,torch-sparse 2>&1 \
-  | grep -v "^WARNING: Location" || true
 "${PIP[@]}" --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/pip" check
 echo "$want" > "$stamp"
