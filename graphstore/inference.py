@@ -13,7 +13,9 @@ Per worker (``_worker``), for its node type:
      there, so the previous ``_SUCCESS`` and its files stay valid until step 4 replaces it;
   2. this rank's share of the node ids (``fetch_node_ids``; graph store: a contiguous slice of
      every storage rank's owned ids; colocated: a slice of this machine's),
-     ``DistNeighborLoader``, eval mode, no grad;
+     ``DistNeighborLoader``, eval mode, no grad; the model on the process's device (the CPU, or
+     ``cuda:<local_rank>`` when the resource config gives GPUs: graphstore.devices), each batch
+     moved there before the forward, each batch's embeddings moved back to the CPU;
   3. each rank writes ``<attempt>/part-<rank>-of-<world>.parquet`` (columns ``int_id`` int64,
      ``embedding`` list<float32>; graphstore.embeddings), through a temporary name so a reader
      never sees half a file;
@@ -69,7 +71,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     from graphstore.cli import setup_logging
 
     setup_logging(f"infer{info.machine_index}.{local_rank}")
-    init_compute_process(local_rank, info)
+    device = init_compute_process(local_rank, info)
     rank, world = dist.get_rank(), dist.get_world_size()
     ds = source.open(info, local_rank)
     meta = ds.metadata
@@ -77,8 +79,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     dist.broadcast_object_list(attempt, src=0)  # every rank writes into rank 0's attempt folder
     attempt_dir = uris.join(out_dir, attempt[0])
     model = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
-    model.load_state_dict(ckpt["state_dict"])
-    model.eval()
+    model.load_state_dict(ckpt["state_dict"])  # CPU tensors (read with map_location="cpu")
+    model.to(device.torch_device).eval()
     homo = meta.homogeneous_types
     fanout = list(args.num_neighbors or ckpt.get("num_neighbors") or (10, 5))
     node_ids = ds.fetch_node_ids(node_type=node_type)  # this rank's share of every partition
@@ -89,11 +91,12 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     num_batches = (total + batch_size - 1) // batch_size  # an upper bound: GLT batches per server
     with torch.no_grad():
         for i, batch in enumerate(loader, 1):
+            batch = device.batch(batch)
             v = view(batch, homo)
             h = model(v.x, v.edge_index, v.num_nodes)
             k = seed_count(batch, node_type, homo is not None)
-            embs.append(h[node_type][:k])
-            ids.append(v.node_ids[node_type][:k])
+            embs.append(h[node_type][:k].cpu())  # written from the CPU (no-op there)
+            ids.append(v.node_ids[node_type][:k].cpu())
             if i % args.log_every_batches == 0:
                 done = sum(len(t) for t in ids)
                 log.info("infer %s rank=%d batches=%d/~%d nodes=%d/%d nodes_per_s=%.0f", node_type,
