@@ -4,6 +4,9 @@
 #   make image  build the container image (Containerfile) here with buildah; make image-test tests it
 PY := .venv/bin/python
 RUN_ROOT := runs
+# extra `pipeline run` flags for the demo, e.g. DEMO_FLAGS='--set trainerConfig.trainerArgs.baselines=[popularity]'
+# skips the BPR and LightGCN baselines
+DEMO_FLAGS ?=
 
 .PHONY: setup emulators browser demo test test-unit bench wheels image image-test
 setup:
@@ -20,7 +23,7 @@ browser:
 demo: setup
 	$(PY) -m graphstore.datagen --size small --output .data/default --overwrite
 	$(PY) -m pipeline run --task-config configs/task_hetero.yaml \
-	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp
+	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp $(DEMO_FLAGS)
 
 test: setup emulators browser
 	$(PY) -m pytest -q --timeout=900 --durations=15

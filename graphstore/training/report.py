@@ -201,11 +201,20 @@ def _categorical_colours(n: int) -> list:
 
 # -- text ----------------------------------------------------------------------------------------
 def _fmt(value) -> str:
+    """A metric: 4 decimals below 10, else 1."""
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
     return str(value)
+
+
+def _settings(info: dict) -> str:
+    """``method: ..., dim: 64, lr: 0.005, epochs_run: user__buys__item 20``."""
+    def one(v) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{k} {one(x)}" for k, x in v.items())
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    return ", ".join(f"{k}: {one(v)}" for k, v in info.items())
 
 
 def tables(inputs: ReportInputs) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -222,7 +231,7 @@ def tables(inputs: ReportInputs) -> list[tuple[str, list[str], list[list[str]]]]
     settings = m.get("baselines", {})
     if settings:
         out.append(("Baseline settings", ["baseline", "settings"],
-                    [[name, _fmt(info)] for name, info in settings.items()]))
+                    [[name, _settings(info)] for name, info in settings.items()]))
     facts = [["steps", _fmt(m.get("steps", "?"))], ["seconds", _fmt(m.get("seconds", "?"))],
              ["loader wait share (whole run)", f"{m.get('wait_share', 0.0):.1%}"],
              ["protocol", str(m.get("protocol", ""))]]
