@@ -37,6 +37,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                     "infer, export"),
     Subcommand(name="compile", module="pipeline.cli_compile",
                help="write the pipeline as KFP YAML for Vertex AI Pipelines"),
+    Subcommand(name="plan", module="pipeline.cli_plan",
+               help="estimate each storage machine's memory and disk for its partition and check "
+                    "the resource config's machine types and boot disks"),
     Subcommand(name="submit", module="pipeline.cli_submit",
                help="submit the pipeline to Vertex AI Pipelines (--dry-run prints the request)"),
     Subcommand(name="schedule", module="pipeline.cli_schedule",

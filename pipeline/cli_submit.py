@@ -2,14 +2,16 @@
 
     python -m pipeline submit --task-config T --resource-config R --image IMAGE
         [--run-root gs://...] [--run-id ID] [--start-at S] [--stop-after S] [--display-name N]
-        [--set K=V]... [--dry-run]
+        [--set K=V]... [--shards URI] [--dry-run]
 
 Compiles the pipeline (pipeline/dag.py) with ``IMAGE`` as every task's image and the graph-store
 CustomJobs' image, and submits an ``aiplatform.PipelineJob`` in the resource config's project and
 region, as its service account, with its labels; the pipeline root is
 ``<temp_assets_bucket>/pipeline_root``; runs go under ``--run-root`` (default
 ``<perm_assets_bucket>/runs``). ``--dry-run`` prints the request instead (no network, no
-credentials needed).
+credentials needed, beyond reading the sizes below). Before compiling, the storage machines are
+sized as ``pipeline plan`` does (from ``--shards`` or the raw tables' row counts); a pool that
+cannot hold its partition is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--display-name", default="graphstore-pipeline")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--dry-run", action="store_true", help="print the request, send nothing")
+    parser.add_argument("--shards", default=None, metavar="URI",
+                        help="size the storage machines from this shard set's manifest (as "
+                             "`pipeline plan --shards`); default: from the raw tables' row counts")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +76,7 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     # every config that would fail later on Vertex AI is refused here, before anything is sent
     check_for_vertex(task, res, image=args.image, run_root=run_root, task_file=args.task_config,
                      resource_file=args.resource_config)
+    check_sizes(task, res, args)  # a storage machine that cannot hold its partition: refused
     template = os.path.join(tmp, "pipeline.yaml")
     compile_pipeline(template, image=args.image, resources=res)
     params = {"task_config": dump_yaml(task.to_dict()), "resource_config": dump_yaml(res.to_dict()),
@@ -81,6 +87,31 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     job = vertex.pipeline_job(res, template_path=template, parameter_values=params,
                               display_name=args.display_name, credentials=credentials)
     return job, res
+
+
+def check_sizes(task, res, args: argparse.Namespace) -> None:
+    """``pipeline plan``'s check (pipeline.plan): a ConfigError (exit 2) naming the keys to change
+    when a storage machine or its disk cannot hold its partition; when the sizes cannot be read
+    here (a raw-table uri resolved per run, no access), one line on stderr says so and the
+    submission goes on."""
+    import sys
+
+    from graphstore.config import ConfigError
+    from graphstore.errors import GraphstoreError
+    from pipeline.plan import SizesUnknown, check, partition_loads
+
+    try:
+        loads, source = partition_loads(task, res.num_partitions, args.shards)
+    except (SizesUnknown, GraphstoreError) as exc:
+        if args.shards:  # asked for explicitly: it must be readable
+            raise
+        print(f"submit: storage sizing not checked: {exc}", file=sys.stderr, flush=True)
+        return
+    plan = check(task, res, loads, source, task_file=args.task_config,
+                 res_file=args.resource_config)
+    if not plan.fits:
+        raise ConfigError(plan.problems)
+    print(f"submit: storage sizing from {source}: fits", file=sys.stderr, flush=True)
 
 
 def printable(request: dict) -> dict:

@@ -1,0 +1,191 @@
+"""Sizing before spending (issue 12 item 7): graphstore.sizing's counts, pipeline.plan's check,
+and the `pipeline plan` / `pipeline submit` commands, on real partitioned shard sets and real
+Parquet tables (a "huge" table is real too: billions of null rows, which only its footer counts)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from graphstore.config import load_config_pair
+from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.partition import partition_graph
+from graphstore.shards.reader import ShardSet
+from graphstore.sizing import (
+    GIB, MEASURED, MIB, PartitionLoad, TableCounts, disk_needed_bytes, loads_from_manifest,
+    loads_from_tables, memory_needed_bytes,
+)
+from graphstore.table_rows import count_rows
+from pipeline.plan import check
+
+REPO = Path(__file__).resolve().parents[2]
+VERTEX_TASK, VERTEX_RES = REPO / "configs" / "task_vertex.yaml", REPO / "configs" / "resource_vertex.yaml"
+POOL = "trainer_resource_config.vertex_ai_graph_store_trainer_config.graph_store_pool"
+IPOOL = "inferencer_resource_config.vertex_ai_graph_store_inferencer_config.graph_store_pool"
+IMAGE = "europe-docker.pkg.dev/p/r/graphstore:1"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict:
+    """The tiny hetero graph, its task config, and its shard set in 2 partitions."""
+    base = tmp_path_factory.mktemp("plan")
+    data = base / "data"
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=2), str(data))
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    task["datasetConfig"]["dataRootUri"] = str(data)
+    tp = base / "task.yaml"
+    tp.write_text(yaml.safe_dump(task))
+    cfg, _ = load_config_pair(str(tp), str(REPO / "configs" / "resource_local.yaml"))
+    partition_graph(cfg, num_partitions=2, output_uri=str(base / "shards"))
+    return {"base": base, "task": tp, "cfg": cfg, "shards": str(base / "shards")}
+
+
+def test_manifest_counts_and_the_raw_table_estimate_agree(tiny):
+    manifest = ShardSet.open(tiny["shards"]).manifest
+    exact = loads_from_manifest(manifest)
+    tables = {s.node_type: count_rows(s.uri, s.format) for s in tiny["cfg"].dataset.node_sources}
+    edges = {str(s.edge_type): count_rows(s.uri, s.format) for s in tiny["cfg"].dataset.edge_sources}
+    assert tables == {"user": 200, "item": 100} and sum(edges.values()) == 2000
+    estimate = loads_from_tables(tiny["cfg"], 2, TableCounts(nodes=tables, edges=edges))
+    assert [e.partition for e in exact] == [0, 1] and all(e.exact for e in exact)
+    # the manifest: 1600 user->item + their 1600 reverses + 400 item->item, labels from the reverse
+    assert sum(e.edges for e in exact) == 3600 == sum(e.edges for e in estimate)
+    assert {e.nodes_total for e in exact} == {300} == {e.nodes_total for e in estimate}
+    assert sum(e.feature_values for e in exact) == 300 * 16 == sum(e.feature_values for e in estimate)
+    files = {rel: f.bytes for rel, f in manifest.files.items()}
+    part0 = sum(b for rel, b in files.items() if rel.startswith(("part_0/", "partition_book/")))
+    assert exact[0].shard_bytes == part0
+    for e, x in zip(estimate, exact):  # raw values plus 5%: above the uncompressed files' data
+        assert 0.5 * x.shard_bytes < e.shard_bytes < 2 * x.shard_bytes
+
+
+def test_the_memory_model_is_linear_in_the_counts_and_grows_with_compute_processes():
+    small = PartitionLoad(partition=0, edges=10**6, labels=10**5, nodes_total=10**5, nodes_owned=5 * 10**4,
+                          feature_values=10**6, shard_bytes=10**8, exact=True)
+    double = PartitionLoad(partition=0, edges=2 * 10**6, labels=2 * 10**5, nodes_total=2 * 10**5,
+                           nodes_owned=10**5, feature_values=2 * 10**6, shard_bytes=2 * 10**8,
+                           exact=True)
+    base = MEASURED.base_mib * MIB
+    assert MEASURED.peak_bytes(double, 1) - base == pytest.approx(
+        2 * (MEASURED.peak_bytes(small, 1) - base), abs=2)
+    assert MEASURED.peak_bytes(small, 3) > MEASURED.peak_bytes(small, 1)
+    assert memory_needed_bytes(small, 1) > MEASURED.peak_bytes(small, 1)
+    assert disk_needed_bytes(small) == 30 * 10**9 + 10**8
+
+
+def _huge(load_edges: int) -> list[PartitionLoad]:
+    return [PartitionLoad(partition=p, edges=load_edges, labels=load_edges // 4, nodes_total=10**9, nodes_owned=10**8,
+                          feature_values=10**10, shard_bytes=400 * 10**9, exact=False)
+            for p in range(4)]
+
+
+def test_check_names_each_key_that_cannot_hold_its_partition(tmp_path):
+    task, res = load_config_pair(str(VERTEX_TASK), str(VERTEX_RES), (
+        f"{POOL}.machine_type=n2-highmem-2", f"{IPOOL}.machine_type=n2-highmem-2",
+        "partition_resource_config.memory_gb=1"))
+    plan = check(task, res, _huge(10**9), "test", task_file="t.yaml", res_file="r.yaml")
+    assert not plan.fits
+    by_path = {p.path: p.message for p in plan.problems}
+    assert set(by_path) == {f"{POOL}.machine_type", f"{POOL}.boot_disk_size_gb",
+                            f"{IPOOL}.machine_type", f"{IPOOL}.boot_disk_size_gb",
+                            "partition_resource_config.memory_gb"}
+    assert by_path[f"{POOL}.machine_type"].startswith("n2-highmem-2 has 16.0 GiB of memory but "
+                                                      "partition 0 needs ")
+    assert "or more num_replicas (re-partition)" in by_path[f"{POOL}.machine_type"]
+    assert "set boot_disk_size_gb to at least 430" in by_path[f"{POOL}.boot_disk_size_gb"]
+    assert "memoryLimitMb = 2048 MB" in by_path["partition_resource_config.memory_gb"]
+    assert all(len(str(p)) < 400 for p in plan.problems)
+    # the machine and disk it asks for hold the same loads
+    need = memory_needed_bytes(_huge(10**9)[0], 4)
+    assert need > 16 * GIB
+    small = [PartitionLoad(partition=p, edges=10**5, labels=10**4, nodes_total=10**5, nodes_owned=2 * 10**4,
+                           feature_values=10**5, shard_bytes=10**7, exact=True) for p in range(4)]
+    ok = check(task, res, small, "test", task_file="t.yaml", res_file="r.yaml")
+    assert [p.path for p in ok.problems] == ["partition_resource_config.memory_gb"]
+    assert any(line.startswith("train: storage pool n2-highmem-2 (16 GiB, pd-ssd 200 GB) x4: fits")
+               for line in ok.lines)
+
+
+def test_a_shard_set_with_another_partition_count_is_a_problem(tiny):
+    task, res = load_config_pair(str(VERTEX_TASK), str(VERTEX_RES))
+    loads = loads_from_manifest(ShardSet.open(tiny["shards"]).manifest)
+    plan = check(task, res, loads, "test", task_file="t.yaml", res_file="r.yaml")
+    assert [p.path for p in plan.problems] == [f"{POOL}.num_replicas"]
+    assert "has 2 partitions but the resource config serves 4" in plan.problems[0].message
+
+
+def _null_table(path: Path, columns: dict[str, pa.DataType], rows: int) -> None:
+    """A real Parquet file of ``rows`` all-null rows (row groups of 50 M: tiny on disk)."""
+    schema = pa.schema(columns)
+    with pq.ParquetWriter(path, schema) as writer:
+        chunk = pa.table({k: pa.nulls(min(rows, 50_000_000), t) for k, t in columns.items()},
+                         schema=schema)
+        left = rows
+        while left > 0:
+            writer.write_table(chunk.slice(0, min(left, chunk.num_rows)))
+            left -= chunk.num_rows
+
+
+@pytest.fixture(scope="module")
+def huge_tables(tmp_path_factory) -> Path:
+    """The hetero tables with 300 M user->item rows: 4 partitions of ~155 M stored edges, which
+    no n2-highmem-2 (16 GiB) holds and an n2-highmem-32 does."""
+    data = tmp_path_factory.mktemp("huge")
+    write_huge_tables(data)
+    return data
+
+
+def write_huge_tables(data: Path) -> None:
+    feats = {f"f_{i}": pa.float32() for i in range(16)}
+    _null_table(data / "users.parquet", {"user_id": pa.string(), **feats}, 10_000_000)
+    _null_table(data / "items.parquet", {"item_id": pa.int64(), **feats}, 5_000_000)
+    _null_table(data / "user_item.parquet", {"user_id": pa.string(), "item_id": pa.int64(),
+                                            "weight": pa.float32()}, 300_000_000)
+    _null_table(data / "item_item.parquet", {"src_item_id": pa.int64(),
+                                            "dst_item_id": pa.int64()}, 10_000_000)
+
+
+def test_plan_command_states_the_model_and_refuses_a_pool_that_cannot_hold_it(huge_tables, tiny):
+    proc = _cli("plan", "--task-config", str(VERTEX_TASK), "--resource-config", str(VERTEX_RES),
+                "--set", f"datasetConfig.dataRootUri={huge_tables}",
+                "--set", f"{POOL}.machine_type=n2-highmem-2")
+    assert proc.returncode == 2, proc.stderr
+    out = proc.stdout
+    assert "plan: sizes from the raw tables' row counts (310,000,000 edges; estimated" in out
+    assert f"{MEASURED.bytes_per_edge:.1f} B/edge" in out and MEASURED.measured in out
+    assert "train: storage pool n2-highmem-2 (16 GiB, pd-ssd 200 GB) x4: DOES NOT FIT" in out
+    assert "infer: storage pool n2-highmem-32 (256 GiB" in out
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, lines
+    assert lines[0].startswith(f"{VERTEX_RES}: {POOL}.machine_type: n2-highmem-2 has 16.0 GiB")
+    assert "Traceback" not in proc.stderr
+    fits = _cli("plan", "--task-config", str(tiny["task"]), "--resource-config",
+                str(REPO / "configs" / "resource_local.yaml"), "--shards", tiny["shards"])
+    assert fits.returncode == 0, fits.stderr
+    assert "(exact counts)" in fits.stdout and fits.stdout.strip().endswith("plan: fits")
+
+
+def test_submit_refuses_what_plan_refuses_and_names_the_key(tiny):
+    base = ("submit", "--task-config", str(VERTEX_TASK), "--resource-config", str(VERTEX_RES),
+            "--image", IMAGE, "--set", "datasetConfig.dataRootUri=gs://my-bucket/raw/{run_date}",
+            "--dry-run")
+    refused = _cli(*base, "--shards", tiny["shards"], "--set",
+                   "partition_resource_config.memory_gb=1")
+    assert refused.returncode == 2, refused.stderr
+    assert "partition_resource_config.memory_gb: 1 GB cannot hold" in refused.stderr
+    assert "num_replicas: the shard set has 2 partitions" in refused.stderr
+    assert refused.stdout == ""  # nothing printed as if it were sent
+    unknown = _cli(*base)  # raw tables resolved per run: said, not refused
+    assert unknown.returncode == 0, unknown.stderr
+    assert "submit: storage sizing not checked: gs://my-bucket/raw/{run_date}" in unknown.stderr
