@@ -5,8 +5,8 @@ from a shard set's manifest (``--shards``; only ``CURRENT`` and ``manifest.json`
 estimated from the raw tables' row counts before partitioning (graphstore.table_rows: Parquet
 footers, BigQuery metadata). :func:`check` (pure) compares the estimate with the resource
 config: for each stage (train, infer) the storage pool's machine type (memory from
-graphstore.machine_types) and boot disk, in colocated mode the compute pool, for a local config
-this machine's memory; and the partition task's memory against the DuckDB budget
+graphstore.machine_types) and boot disk (a Vertex config without a storage pool is not sized),
+for a local config this machine's memory; and the partition task's memory against the DuckDB budget
 (``memoryLimitMb``). Its report lists the measured coefficients it used; a config that cannot fit
 is a list of :class:`~graphstore.config.Problem` naming the key to change (``submit`` refuses it
 with exit 2, before anything is sent).
@@ -151,11 +151,9 @@ def _stage(stage: str, stage_res: StageResources, loads: list[PartitionLoad], re
                 f"the {len(loads)} partitions need {_gib(need)} together (`pipeline plan`) but "
                 f"this machine has {_gib(machine_memory_bytes)}"))]
         return [line], problems
-    if stage_res.colocated:
-        where = f"{section}.{vertex_key}.compute_pool"
-        line, problems = _pool_problems(res_file, where, stage_res.vertex.compute_pool, loads,
-                                        1, "colocated partition")
-        return [f"{stage}: compute pool (colocated, besides the compute processes) {line}"], problems
+    if stage_res.vertex.graph_store_pool is None:  # no storage machines: nothing served to size
+        return [f"{stage}: no storage pool: the compute machines hold the graph themselves (not "
+                "sized by this plan)"], []
     where = f"{section}.{vertex_key}.graph_store_pool"
     line, problems = _pool_problems(res_file, where, stage_res.vertex.graph_store_pool, loads,
                                     compute, "partition")
