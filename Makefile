@@ -45,4 +45,4 @@ image: setup
 
 # the tests that run inside the image (pytest marker image): the doctor, the compiled pipeline's tasks
 image-test: image
-	$(PY) -m pytest -q -m image --timeout=1800 tests/image
+	$(PY) -m pytest -q -m image --require-image --timeout=1800 tests/image

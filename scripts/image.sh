@@ -10,6 +10,12 @@
 #   scripts/image.sh run [-v HOST:CTR]... [-e K=V]... -- CMD...
 #                                 CMD in a fresh working container of the image (removed after);
 #                                 exit status: CMD's
+#   scripts/image.sh push DEST [--token-stdin]
+#                                 push the built image: DEST docker://HOST/PATH:TAG (Artifact
+#                                 Registry: `gcloud auth print-access-token | scripts/image.sh push
+#                                 docker://REGION-docker.pkg.dev/PROJECT/REPO/graphstore:TAG
+#                                 --token-stdin`; the token is kept only in a temporary auth file)
+#                                 or oci-archive:FILE (a file docker/skopeo can load)
 #   scripts/image.sh clean        remove build/buildah and build/image (what this script created)
 #   scripts/image.sh sources-hash the hash of the files the image is made from (image.json keeps it)
 #
@@ -202,6 +208,43 @@ run() {
   return "$rc"
 }
 
+push() {
+  # push DEST [--token-stdin]: DEST is a buildah destination (docker://HOST/PATH:TAG,
+  # oci-archive:FILE, ...). --token-stdin reads an OAuth access token (gcloud auth
+  # print-access-token) and hands it to buildah in an auth file that lives only for this push.
+  local dest="" token_stdin=0 auth=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --token-stdin) token_stdin=1 ;;
+      -*) die 2 "push: unknown option $1 (usage: push DEST [--token-stdin])" ;;
+      *) [ -z "$dest" ] || die 2 "push: one DEST only"; dest=$1 ;;
+    esac
+    shift
+  done
+  [ -n "$dest" ] || die 2 "push: no DEST (e.g. docker://REGION-docker.pkg.dev/PROJECT/REPO/graphstore:TAG)"
+  [ -f "$RECORD" ] || die 2 "no image built ($RECORD missing): run make image"
+  setup_buildah
+  local image tmp
+  image=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["image"])' "$RECORD")
+  if [ "$token_stdin" = 1 ]; then
+    case $dest in docker://*) ;; *) die 2 "push: --token-stdin is for docker:// destinations" ;; esac
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    local host=${dest#docker://}
+    host=${host%%/*}
+    (umask 077; "$PYTHON" -c '
+import base64, json, sys
+token = sys.stdin.read().strip()
+if not token: sys.exit(1)
+auth = base64.b64encode(("oauth2accesstoken:" + token).encode()).decode()
+json.dump({"auths": {sys.argv[1]: {"auth": auth}}}, open(sys.argv[2], "w"))' "$host" "$tmp/auth.json") \
+      || die 2 "push: no token on stdin (gcloud auth print-access-token | ...)"
+    auth=(--authfile "$tmp/auth.json")
+  fi
+  "${B[@]}" push "${auth[@]}" "$image" "$dest" || die 1 "buildah push to $dest failed (output above)"
+  echo "image: pushed $image to $dest"
+}
+
 clean() {
   if [ -d "$STATE/root" ]; then
     setup_buildah
@@ -216,7 +259,8 @@ case ${1:-} in
   build) build ;;
   inputs) inputs ;;
   run) shift; run "$@" ;;
+  push) shift; push "$@" ;;
   clean) clean ;;
   sources-hash) sources_hash ;;
-  *) echo "usage: scripts/image.sh build | inputs | run [-v H:C]... [-e K=V]... -- CMD... | clean | sources-hash" >&2; exit 2 ;;
+  *) echo "usage: scripts/image.sh build | inputs | run [-v H:C]... [-e K=V]... -- CMD... | push DEST [--token-stdin] | clean | sources-hash" >&2; exit 2 ;;
 esac

@@ -11,7 +11,8 @@ inside the built image (tests/image/containers.py), the way Vertex AI runs it.
   (``python -m components.storage`` and ``components.train`` / ``components.infer``, each
   machine in its own container with ``CLUSTER_SPEC``, ``RANK``, ...), then export per node type.
 
-Skipped, with the reason, when no image is built for this working tree (``make image``).
+Skipped, with the reason, when no image is built for this working tree (``make image``); with
+``--require-image`` (CI, ``make image-test``) that is a failure instead.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ HOST_SECRETS = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX
 
 
 @pytest.fixture(scope="module")
-def image() -> dict:
+def image(request: pytest.FixtureRequest) -> dict:
     reason = why_no_image()
+    if reason and request.config.getoption("--require-image"):
+        pytest.fail(f"--require-image: {reason}")
     if reason:
         pytest.skip(reason)
     return image_record()
