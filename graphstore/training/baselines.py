@@ -25,6 +25,7 @@ trainer decides which rank fits which baseline (graphstore.training.evaluation).
 from __future__ import annotations
 
 import logging
+import math
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -137,24 +138,42 @@ class PairGraph:
         return EmbeddingScorer(table[:self.num_anchors], table[self.num_anchors:])
 
 
-def _epoch(graph: PairGraph, s: FitSettings, gen: torch.Generator, device: torch.device):
-    """One epoch of shuffled ``(anchor rows, positive rows, negative rows [B, negatives])``
-    batches, in table rows."""
-    anchors = graph.pairs[0]
-    labels = graph.pairs[1] + graph.label_offset
-    order = torch.randperm(anchors.numel(), generator=gen)
-    for start in range(0, anchors.numel(), s.batch_size):
-        idx = order[start:start + s.batch_size]
-        neg = torch.randint(graph.num_labels, (idx.numel(), s.negatives), generator=gen)
-        yield (anchors[idx].to(device), labels[idx].to(device),
-               (neg + graph.label_offset).to(device))
+class _Batches:
+    """Shuffled ``(anchor rows, positive rows, negative rows [B, negatives])`` batches, in table
+    rows, epoch after epoch, ``s.epochs`` of them or fewer: iteration stops at the first batch
+    that would start after ``deadline`` (time.monotonic). ``epochs_run`` counts what was given
+    (a fraction when the deadline cut an epoch)."""
+
+    def __init__(self, graph: PairGraph, s: FitSettings, gen: torch.Generator,
+                 device: torch.device, deadline: float) -> None:
+        self.graph, self.s, self.gen, self.device, self.deadline = graph, s, gen, device, deadline
+        self.per_epoch = max(1, math.ceil(graph.pairs.size(1) / s.batch_size))
+        self.steps = 0
+
+    @property
+    def epochs_run(self) -> float:
+        return round(self.steps / self.per_epoch, 2)
+
+    def __iter__(self):
+        graph, s = self.graph, self.s
+        anchors, labels = graph.pairs[0], graph.pairs[1] + graph.label_offset
+        for _ in range(s.epochs):
+            order = torch.randperm(anchors.numel(), generator=self.gen)
+            for start in range(0, anchors.numel(), s.batch_size):
+                if time.monotonic() >= self.deadline:
+                    return
+                idx = order[start:start + s.batch_size]
+                neg = torch.randint(graph.num_labels, (idx.numel(), s.negatives), generator=self.gen)
+                yield (anchors[idx].to(self.device), labels[idx].to(self.device),
+                       (neg + graph.label_offset).to(self.device))
+                self.steps += 1
 
 
 def fit_bpr(graph: PairGraph, s: FitSettings, device: torch.device | str = "cpu",
-            budget_s: float = float("inf")) -> tuple[torch.Tensor, int]:
+            budget_s: float = float("inf")) -> tuple[torch.Tensor, float]:
     """Matrix factorisation with the BPR loss (module docs). Returns the trained table
     ``[num_nodes, dim]`` (on the CPU) and the epochs run: all of ``s.epochs`` unless
-    ``budget_s`` seconds ran out first (checked between epochs)."""
+    ``budget_s`` seconds ran out first (checked before each batch; then a fraction)."""
     device = torch.device(device)
     deadline = time.monotonic() + budget_s
     gen = torch.Generator(device="cpu").manual_seed(s.seed)
@@ -163,19 +182,17 @@ def fit_bpr(graph: PairGraph, s: FitSettings, device: torch.device | str = "cpu"
         emb.weight.copy_(torch.randn(graph.num_nodes, s.dim, generator=gen).mul_(0.1))
     emb = emb.to(device)
     opt = torch.optim.SparseAdam(emb.parameters(), lr=s.lr)
-    done = 0
-    while done < s.epochs and time.monotonic() < deadline:
-        for a, p, n in _epoch(graph, s, gen, device):
-            ea, ep, en = emb(a), emb(p), emb(n)
-            pos = (ea * ep).sum(-1, keepdim=True)
-            neg = (ea[:, None, :] * en).sum(-1)
-            reg = (ea.square().sum() + ep.square().sum() + en.square().sum()) / len(a)
-            loss = -F.logsigmoid(pos - neg).mean() + s.l2 * reg
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        done += 1
-    return emb.weight.detach().cpu(), done
+    batches = _Batches(graph, s, gen, device, deadline)
+    for a, p, n in batches:
+        ea, ep, en = emb(a), emb(p), emb(n)
+        pos = (ea * ep).sum(-1, keepdim=True)
+        neg = (ea[:, None, :] * en).sum(-1)
+        reg = (ea.square().sum() + ep.square().sum() + en.square().sum()) / len(a)
+        loss = -F.logsigmoid(pos - neg).mean() + s.l2 * reg
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return emb.weight.detach().cpu(), batches.epochs_run
 
 
 def normalized_adjacency(graph: PairGraph, device: torch.device):
@@ -196,7 +213,7 @@ def normalized_adjacency(graph: PairGraph, device: torch.device):
 
 
 def fit_lightgcn(graph: PairGraph, s: FitSettings, device: torch.device | str = "cpu",
-                 budget_s: float = float("inf")) -> tuple[torch.Tensor, int]:
+                 budget_s: float = float("inf")) -> tuple[torch.Tensor, float]:
     """PyG's LightGCN on the training pairs (module docs). Returns the propagated table
     ``[num_nodes, dim]`` (on the CPU) and the epochs run (as :func:`fit_bpr`)."""
     from torch_geometric.nn import LightGCN
@@ -210,26 +227,24 @@ def fit_lightgcn(graph: PairGraph, s: FitSettings, device: torch.device | str = 
     # torch_sparse multiplies through a torch CSR tensor, which warns once that it is "beta"
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     opt = torch.optim.Adam(model.parameters(), lr=s.lr)
-    done = 0
-    while done < s.epochs and time.monotonic() < deadline:
-        for a, p, n in _epoch(graph, s, gen, device):
-            out = model.get_embedding(adj)
-            ea = out[a]
-            pos = (ea * out[p]).sum(-1, keepdim=True).expand(-1, n.size(1)).reshape(-1)
-            neg = (ea[:, None, :] * out[n]).sum(-1).reshape(-1)
-            nodes = torch.cat([a, p, n.reshape(-1)])
-            loss = model.recommendation_loss(pos, neg, node_id=nodes, lambda_reg=s.l2)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        done += 1
+    batches = _Batches(graph, s, gen, device, deadline)
+    for a, p, n in batches:
+        out = model.get_embedding(adj)  # the whole graph propagated for every batch
+        ea = out[a]
+        pos = (ea * out[p]).sum(-1, keepdim=True).expand(-1, n.size(1)).reshape(-1)
+        neg = (ea[:, None, :] * out[n]).sum(-1).reshape(-1)
+        nodes = torch.cat([a, p, n.reshape(-1)])
+        loss = model.recommendation_loss(pos, neg, node_id=nodes, lambda_reg=s.l2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
     model.eval()
     with torch.no_grad():
-        return model.get_embedding(adj).cpu(), done
+        return model.get_embedding(adj).cpu(), batches.epochs_run
 
 
 def fit(name: BaselineName, graph: PairGraph, s: FitSettings, device: torch.device | str = "cpu",
-        budget_s: float = float("inf")) -> tuple[torch.Tensor, int, float]:
+        budget_s: float = float("inf")) -> tuple[torch.Tensor, float, float]:
     """Fit the embedding baseline ``name``: its table (score it with ``graph.split``), the
     epochs run and the seconds it took."""
     t0 = time.perf_counter()
@@ -237,8 +252,8 @@ def fit(name: BaselineName, graph: PairGraph, s: FitSettings, device: torch.devi
     table, epochs = fitter(graph, s, device, budget_s)
     seconds = time.perf_counter() - t0
     if epochs < s.epochs:
-        log.warning("baseline %s stopped after %d of %d epochs: its %.0f s budget ran out", name,
-                    epochs, s.epochs, budget_s)
-    log.info("baseline %s fitted pairs=%d nodes=%d epochs=%d seconds=%.1f", name,
+        log.warning("baseline %s stopped after %.2f of %d epochs: its %.0f s budget ran out",
+                    name, epochs, s.epochs, budget_s)
+    log.info("baseline %s fitted pairs=%d nodes=%d epochs=%g seconds=%.1f", name,
              graph.pairs.size(1), graph.num_nodes, epochs, seconds)
     return table, epochs, seconds

@@ -103,7 +103,7 @@ class Evaluator:
             done = broadcast_from(torch.tensor([float(epochs), seconds]), i % world)
             self.scorers[key][name] = graph.split(table)
             info = self.baselines.setdefault(name, {**settings.describe(name), "seed": args.seed})
-            info.setdefault("epochs_run", {})[key] = int(done[0])
+            info.setdefault("epochs_run", {})[key] = round(float(done[0]), 2)
             info.setdefault("seconds", {})[key] = round(float(done[1]), 1)
 
     # -- evaluation -------------------------------------------------------------------------------

@@ -102,3 +102,16 @@ def test_the_settings_each_baseline_states():
     assert "num_layers" not in bpr and light["num_layers"] == 3
     assert "LightGCN" in light["method"] and "BPR" in bpr["method"]
     assert {"dim", "epochs", "batch_size", "lr", "l2", "negatives", "seed"} <= set(bpr)
+
+
+def test_the_budget_cuts_inside_an_epoch(data, monkeypatch):
+    """A budget that runs out mid-epoch stops before the next batch (a large graph's epoch can
+    outlast the collective timeout the other ranks wait under)."""
+    from graphstore.training import baselines
+
+    clock = iter(range(1000))
+    monkeypatch.setattr(baselines.time, "monotonic", lambda: float(next(clock)))
+    _, _, graph = data
+    settings = dataclasses.replace(SMALL, epochs=5, batch_size=1024)  # 3 batches per epoch
+    _, epochs, _ = fit("bpr", graph, settings, budget_s=4.5)
+    assert 0 < epochs < 2 and epochs == round(epochs, 2), epochs
