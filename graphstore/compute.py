@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 from graphstore import devices, glt_adapter
-from graphstore.errors import UsageError
+from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, wait_ready
 from graphstore.heartbeat import Heartbeat
 
@@ -84,6 +84,8 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> devic
         procs_per_machine=info.num_processes_per_compute, cuda_available=cuda_available,
         cuda_device_count=cuda_count)
     t0 = time.perf_counter()
+    if getattr(info, "replicated", False):  # Ray Train built the group; the graph is local
+        return _join_replicated(info, rank, world, plan, gpus, t0)
     if info.colocated:  # every compute process holds (a share of) its machine's partition
         glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
         glt.distributed.init_rpc(master_addr=info.storage_cluster_master_ip,
@@ -114,6 +116,28 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> devic
     return device
 
 
+def _join_replicated(info, rank: int, world: int, plan: devices.DevicePlan, gpus: int,
+                     t0: float) -> devices.ComputeDevice:
+    """Replicated mode (graphstore.replicated.workers): Ray Train's ``TorchTrainer`` already
+    built the gloo compute group of every worker; no storage, no RPC. Only the device is chosen
+    here, as in the other modes."""
+    import torch.distributed as dist
+
+    global _CURRENT
+    if not dist.is_initialized() or (dist.get_rank(), dist.get_world_size()) != (rank, world):
+        raise RuntimeFailure(
+            f"replicated compute rank {rank}/{world}: the process group Ray Train built is "
+            + (f"rank {dist.get_rank()}/{dist.get_world_size()}" if dist.is_initialized()
+               else "missing") + " (run the worker through graphstore.replicated.workers)")
+    device = devices.activate(devices.agree_across_ranks(plan, gpus),
+                              timeout_s=info.runtime.cluster_init_timeout_s)
+    _CURRENT = _ComputeProcess(info, rank, world, None, device)
+    log.info("compute rank=%d/%d joined replicated session=%d backend=gloo device=%s ddp=%s "
+             "seconds=%.2f", rank, world, info.session_index, device.plan.device,
+             device.plan.ddp_backend, time.perf_counter() - t0)
+    return device
+
+
 def shared_port(proc: _ComputeProcess) -> int:
     """A port every compute rank agrees on for the next loader (colocated sampling workers).
 
@@ -138,7 +162,9 @@ def shutdown_compute_process() -> None:
 
     global _CURRENT
     proc = current()
-    if proc.info.colocated:
+    if getattr(proc.info, "replicated", False):
+        pass  # no RPC (graphstore.replicated): only the groups below
+    elif proc.info.colocated:
         glt.distributed.shutdown_rpc()
     else:
         proc.heartbeat.stop()

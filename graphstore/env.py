@@ -288,3 +288,37 @@ def pause_request(environ: Mapping[str, str]) -> tuple[str, str] | None:
     raw = environ.get(PAUSE_AT, "")
     name, sep, flag = raw.partition("=")
     return (name, flag) if sep and name and flag else None
+
+
+RAY_AUTH_TOKEN = "RAY_AUTH_TOKEN"
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+"""Ray's own variables: the token of the Ray cluster a process starts or joins, and Ray's
+authentication mode (``token``) (replicated mode, graphstore.replicated.cluster). Ray reads the
+mode when it is imported (measured, ray 2.60: set later, a driver connects without its token and
+is refused), the token when it connects."""
+
+
+def ray_node_environ(token: str) -> dict[str, str]:
+    """This process's environment plus token authentication with ``token``: the environment of
+    a ``ray start`` node process (which passes it on to every Ray process it starts)."""
+    import os
+
+    return {**os.environ, RAY_AUTH_MODE: "token", RAY_AUTH_TOKEN: token}
+
+
+def use_ray_token(token: str, *, keep_existing: bool = False) -> str:
+    """Make ``token`` the Ray token of this process, with token authentication on; call it
+    before this process first imports ``ray``. With ``keep_existing``, a token the environment
+    already has wins. Returns the token in force."""
+    import os
+    import sys
+
+    if "ray" in sys.modules and os.environ.get(RAY_AUTH_MODE) != "token":
+        from graphstore.errors import RuntimeFailure
+
+        raise RuntimeFailure("ray was imported before its token was set: replicated mode starts "
+                             "Ray itself (import nothing of ray before the stage runs)")
+    if not (keep_existing and os.environ.get(RAY_AUTH_TOKEN)):
+        os.environ[RAY_AUTH_TOKEN] = token
+    os.environ[RAY_AUTH_MODE] = "token"
+    return os.environ[RAY_AUTH_TOKEN]

@@ -1,11 +1,12 @@
 """The default inferencer: embed every node of each configured node type, one session per type.
 
 Per compute machine (``run_inference``): read the checkpoint (``<run-dir>/checkpoint/model.pt``,
-written by the trainer) -> temporary global group -> ``agree_on_cluster`` -> destroy ->
-the dataset source (graphstore.dataset_source; colocated: this machine's
-``DistDataset``, built once) -> for node type k of
-``inferencerConfig.nodeTypes``, in that order: spawn one worker per local process against
-storage session k; the storage side serves exactly one session per node type (derived).
+written by the trainer) -> the machine's parent of its mode (graphstore.compute_machine: graph
+store and colocated: temporary global group -> ``agree_on_cluster`` -> destroy -> the dataset
+source, colocated: this machine's ``DistDataset``, built once; replicated: the graph file and
+the Ray cluster) -> for node type k of ``inferencerConfig.nodeTypes``, in that order: run one
+worker per compute process against storage session k (spawned; replicated: one Ray Train run);
+the storage side serves exactly one session per node type (derived).
 
 Per worker (``_worker``), for its node type:
   1. ``init_compute_process``; global rank 0 names this attempt's folder
@@ -38,18 +39,18 @@ import torch
 import torch.distributed as dist
 
 from graphstore import uris
-from graphstore.dataset_source import DatasetSource, dataset_source
+from graphstore.compute_machine import compute_machine
+from graphstore.dataset_source import DatasetSource
 from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, new_attempt_name, publish_success,
                                    shard_name, write_part)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
+from graphstore.graph_store_info import GraphStoreInfo
 from graphstore.stage import StageContext
 from graphstore.training.args import InferencerArgs  # torch-free: the config loader checks them too
 from graphstore.training.batches import seed_count, view
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
-from graphstore.workers import spawn_workers
 
 log = logging.getLogger(__name__)
 
@@ -135,15 +136,12 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     args = InferencerArgs.from_mapping(ctx.task.inferencer.inferencer_args)
     ckpt = load_checkpoint(args.checkpoint or ctx.paths.model)
     node_types = ctx.task.inferencer.node_types
-    info = agree_on_cluster(ctx, topology)
-    source = dataset_source(info, ctx.shards_uri, ctx.storage.storage_args)
-    for session, node_type in enumerate(node_types):
-        t0 = time.perf_counter()
-        log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
-        spawn_workers(_worker, (info.for_session(session), node_type, ckpt, args,
-                                 ctx.task.inferencer.inference_batch_size,
-                                 ctx.paths.embeddings(node_type), source),
-                      info.num_processes_per_compute, first_rank=info.compute_rank(0))
-        log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
-                 len(node_types), node_type, time.perf_counter() - t0)
+    with compute_machine(ctx, topology) as machine:  # the mode: graph store, colocated, replicated
+        for session, node_type in enumerate(node_types):
+            t0 = time.perf_counter()
+            log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)
+            machine.run(_worker, (node_type, ckpt, args, ctx.task.inferencer.inference_batch_size,
+                                  ctx.paths.embeddings(node_type), machine.source), session=session)
+            log.info("infer session %d/%d: node type %s finished in %.1f s", session + 1,
+                     len(node_types), node_type, time.perf_counter() - t0)
     return 0

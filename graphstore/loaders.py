@@ -4,7 +4,8 @@ A loader takes any :class:`~graphstore.graph_dataset.GraphDataset` (graph store:
 ``RemoteDistDataset``; colocated: ``DistDataset``) and its inputs keyed by partition (storage rank),
 as the dataset's ``fetch_*`` methods return them; every loader sends each of the dataset's
 ``input_partitions`` its own input (an empty one too) and lets the dataset start GLT's loader
-(``start_loader``: remote sampling workers, or inline sampling on this machine's partition). A
+(``start_loader``: remote sampling workers, inline sampling on this machine's partition, or, in
+replicated mode, Ray Data over the graph file, which then drives the loader itself). A
 plain ``Tensor`` / ``ABLPInputNodes`` is taken as the input of the only input partition (colocated
 mode, or a single storage server). Each loader samples with a fixed ``random_seed``
 (``graphStoreRuntimeConfig.randomSeed`` + compute rank unless given): unseeded GLT sampling
@@ -115,7 +116,37 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any,
     return sup_type.as_tuple(), [labels.get(k, empty) for k in parts]
 
 
-class DistNeighborLoader(GltLoader):
+class _DatasetDriven:
+    """A loader whose dataset may drive its iteration itself: ``start_loader`` either finishes
+    GLT's loader (graph store, colocated) or calls :meth:`drive_with` (replicated mode: Ray
+    Data, graphstore.replicated.loading). The protocol is GLT's either way: ``iter()`` starts an
+    epoch, ``next()`` gives a batch, ``shutdown()`` stops."""
+
+    _driver: Any = None
+
+    def drive_with(self, driver: Any) -> None:
+        """Iterate with ``driver`` (``start_epoch()``, ``next()``, ``shutdown()``), not GLT."""
+        self._driver = driver
+
+    def __iter__(self):
+        if self._driver is None:
+            return super().__iter__()
+        self._driver.start_epoch()
+        return self
+
+    def __next__(self):
+        if self._driver is None:
+            return super().__next__()
+        return self._driver.next()
+
+    def shutdown(self) -> None:
+        if self._driver is None:
+            return super().shutdown()
+        self._driver.shutdown()
+        return None
+
+
+class DistNeighborLoader(_DatasetDriven, GltLoader):
     """Neighbourhood samples around node seeds. ``input_nodes``: ``dict[int, Tensor]``
     (homogeneous) or ``(node_type, dict[int, Tensor])``, as ``fetch_node_ids`` returns (a plain
     ``Tensor`` for the only input partition, e.g. colocated)."""
@@ -144,7 +175,7 @@ class DistNeighborLoader(GltLoader):
             "nbr", num_workers, worker_concurrency, prefetch_size))
 
 
-class DistABLPLoader(GltLoader):
+class DistABLPLoader(_DatasetDriven, GltLoader):
     """Anchor-based link prediction batches (see module docs). ``input_nodes``:
     ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns (the labels of one split), or
     anchor ids ``dict[int, Tensor]`` / ``(anchor_node_type, dict[int, Tensor])`` with all their

@@ -9,6 +9,9 @@ One run of the pipeline (or one hand-made run folder given to ``pipeline launch`
                                                started_at; created exclusively by the run that
                                                owns the folder (its claim), never rewritten
       shards/                                  shard-set root (graphstore.shards.publish)
+      graph/graph.bin, graph/features.bin      replicated mode: the graph file and the features
+                                               file, written from shards/ after partitioning
+                                               (format: graphstore.replicated.format)
       checkpoint/model.pt                      the trainer's checkpoint
                                                (format: graphstore.training.checkpoint)
       checkpoint/metrics.json                  the trainer's metrics
@@ -48,6 +51,9 @@ RESOURCE_CONFIG = "resource.yaml"
 RUN_RECORD = (CONFIG_DIR, "run.json")
 """A run folder's claim, relative to the folder (pipeline.stages creates it exclusively)."""
 SHARDS_DIR = "shards"
+GRAPH_DIR = "graph"
+GRAPH_FILE = "graph.bin"
+FEATURES_FILE = "features.bin"
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_MODEL = "model.pt"
 """The checkpoint file's name inside ``checkpoint/`` (the trainer writes, the inferencer reads)."""
@@ -127,6 +133,16 @@ class RunPaths:
     def shards(self) -> str:
         """The shard-set root the partition stage publishes and storage reads."""
         return self._join(SHARDS_DIR)
+
+    @property
+    def graph_file(self) -> str:
+        """Replicated mode's graph file, ``graph/graph.bin`` (graphstore.replicated.format)."""
+        return self._join(GRAPH_DIR, GRAPH_FILE)
+
+    @property
+    def features_file(self) -> str:
+        """Replicated mode's node features file, ``graph/features.bin``."""
+        return self._join(GRAPH_DIR, FEATURES_FILE)
 
     @property
     def checkpoint(self) -> str:

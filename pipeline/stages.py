@@ -176,7 +176,9 @@ def recorded(run_dir: str, stage: str, name: str | None = None, **fields) -> Ite
 
 
 def run_partition(run_dir: str) -> None:
-    """Raw tables -> ``<run-dir>/shards`` (replaced when a previous attempt left one)."""
+    """Raw tables -> ``<run-dir>/shards`` (replaced when a previous attempt left one); in
+    replicated mode (resource config ``mode: replicated``) then the graph and features files,
+    ``<run-dir>/graph/`` (graphstore.replicated.run_files; each replaced whole)."""
     from graphstore.partition import partition_graph
 
     task, res = load_frozen(run_dir)
@@ -186,6 +188,10 @@ def run_partition(run_dir: str) -> None:
                                    or res.num_partitions, output_uri=shards)
         record.update(partitions=manifest.num_partitions,
                       edges=sum(e.count for e in manifest.edge_types.values()))
+        if res.trainer.replicated:
+            from graphstore.replicated.run_files import write_run_graph_files
+
+            record.update(write_run_graph_files(task, run_dir))
 
 
 def _run_vertex_job(run_dir: str, stage: str, image: str, record: dict, *, pipeline_job: str,

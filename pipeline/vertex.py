@@ -91,7 +91,7 @@ def worker_pool_specs(task: TaskConfig, stage_res: StageResources, stage: str, i
     specs = [_pool_spec(cp.machine_type, cp.gpu_type, cp.gpu_limit, 1, image, compute, env)]
     specs.append(_pool_spec(cp.machine_type, cp.gpu_type, cp.gpu_limit, cp.num_replicas - 1,
                             image, compute, env) if cp.num_replicas > 1 else {})
-    if sp.num_replicas > 0:
+    if sp is not None and sp.num_replicas > 0:  # replicated mode: compute machines only
         specs.append(_pool_spec(sp.machine_type, sp.gpu_type, sp.gpu_limit, sp.num_replicas,
                                 image, storage, env))
     for spec, pool in zip(specs, (cp, cp, sp)):  # each pool's boot disk (an empty pool has none)

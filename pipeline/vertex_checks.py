@@ -193,6 +193,8 @@ def _resource_problems(res: ResourceConfig, res_file: str) -> Iterator[Problem]:
             continue
         vertex = stage_res.vertex
         for pool_key in ("graph_store_pool", "compute_pool"):
+            if getattr(vertex, pool_key) is None:  # replicated mode has no storage pool
+                continue
             for key, message in gpu_problems(getattr(vertex, pool_key)):
                 yield Problem(file=res_file, path=f"{where}.{pool_key}.{key}", value=None,
                               message=message)

@@ -153,7 +153,7 @@ def check_pair(task: TaskConfig, res: ResourceConfig, tcol: Collector, resource_
                  f"shared_resource_config.common_compute_config.project ({resource_file})",
                  missing=True)
     num = task.dataset.partition.num_partitions
-    if num is not None and num != res.num_partitions:
+    if num is not None and num != res.num_partitions and not res.trainer.replicated:
         tcol.bad("datasetConfig.partitionConfig.numPartitions", num,
                  f"differs from the resource config's storage count {res.num_partitions} (one "
                  "partition per storage process); remove it or make them equal")

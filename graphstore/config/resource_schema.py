@@ -106,26 +106,80 @@ class PoolConfig(Model):
         return self
 
 
-class VertexGraphStoreConfig(Model):
-    """A graph-store job on Vertex AI: storage machines and compute machines."""
+DatasetMode = Literal["graph_store", "replicated"]
+DATASET_MODES: tuple[str, ...] = ("graph_store", "replicated")
+MODE_DESCRIPTION = (
+    "Where the graph lives while the stage runs. `graph_store`: storage machines hold the "
+    "partitions and serve sampling over RPC (with no storage machines, each compute machine holds one "
+    "partition: colocated). `replicated`: every compute machine holds the whole graph as one "
+    "memory-mapped file on its local disk (written after partitioning, `<run>/graph/graph.bin`) and "
+    "samples locally through Ray Data; the compute machines form one Ray cluster and train with Ray "
+    "Train's `TorchTrainer` (DDP); only gradients cross the network. Pick `replicated` when the graph "
+    "file fits a compute machine's disk (`python -m pipeline plan` says). Both stages use the same mode.")
 
-    graph_store_pool: PoolConfig = Field(description=(
-        "Storage machines (memory-heavy); `num_replicas` is the storage count."))
+
+def _mode_field() -> Any:
+    return Field("graph_store", description=MODE_DESCRIPTION)
+
+
+class VertexGraphStoreConfig(Model):
+    """A graph-store job on Vertex AI: storage machines and compute machines (or, replicated, compute
+    machines only)."""
+
+    mode: Choice(*DATASET_MODES) = _mode_field()
+    graph_store_pool: PoolConfig | None = Field(None, description=(
+        "Storage machines (memory-heavy); `num_replicas` is the storage count. Required in "
+        "`graph_store` mode; not set in `replicated` mode (no storage machines)."))
     compute_pool: PoolConfig = Field(description=(
         "Compute machines (usually GPUs); `num_replicas` is the compute machine count."))
     compute_cluster_local_world_size: Int(1) | None = Field(None, description=(
         "Compute processes per compute machine. Null: `compute_pool.gpu_limit` if > 0, else 1."))
 
+    @model_validator(mode="after")
+    def _storage_pool_by_mode(self) -> VertexGraphStoreConfig:
+        issues = Issues()
+        if self.mode == "graph_store" and self.graph_store_pool is None:
+            issues.add(("graph_store_pool",), None, "missing: mode 'graph_store' needs the storage "
+                       "machines' pool (or set mode: replicated)", missing=True)
+        if self.mode == "replicated" and self.graph_store_pool is not None:
+            issues.bad(("graph_store_pool",), "set", "must not be set in mode 'replicated' (no storage "
+                       "machines: every compute machine holds the graph file); remove it")
+        issues.raise_any()
+        return self
+
 
 class LocalGraphStoreConfig(Model):
     """A graph-store job as processes on this machine."""
 
-    num_storage_processes: Int(0) = Field(2, description=(
+    doc_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({
+        "num_storage_processes": "2 (`graph_store`), 0 (`replicated`)"})
+
+    mode: Choice(*DATASET_MODES) = _mode_field()
+    num_storage_processes: Int(0) | None = Field(None, description=(
         "Storage processes = partitions. `0` runs colocated: no storage processes, each compute machine "
-        "holds one partition (partitions = `num_compute_machines`)."))
+        "holds one partition (partitions = `num_compute_machines`). Null: 2 in `graph_store` mode; "
+        "`replicated` mode has none (only 0 may be given)."))
     num_compute_machines: Int(1) = Field(1, description=(
-        "Simulated compute machines (one parent process each)."))
+        "Simulated compute machines (one parent process each; in `replicated` mode, one Ray node each: "
+        "1 runs an embedded `ray.init()`, more form a Ray cluster on 127.0.0.1)."))
     compute_cluster_local_world_size: Int(1) = Field(2, description="Compute processes per compute machine.")
+
+    @property
+    def storage_processes(self) -> int:
+        """``num_storage_processes``, or its default for the mode."""
+        if self.num_storage_processes is not None:
+            return self.num_storage_processes
+        return 0 if self.mode == "replicated" else 2
+
+    @model_validator(mode="after")
+    def _no_storage_when_replicated(self) -> LocalGraphStoreConfig:
+        if self.mode == "replicated" and self.num_storage_processes:
+            issues = Issues()
+            issues.bad(("num_storage_processes",), self.num_storage_processes,
+                       "must be 0 (or unset) in mode 'replicated': no storage processes, every compute "
+                       "machine holds the graph file")
+            issues.raise_any()
+        return self
 
 
 class StageResources(Model):
@@ -140,8 +194,20 @@ class StageResources(Model):
         return "vertex" if self.vertex is not None else "local"
 
     @property
+    def mode(self) -> DatasetMode:
+        """``graph_store`` or ``replicated`` (the ``mode`` key of the one that is set)."""
+        return (self.vertex or self.local).mode
+
+    @property
+    def replicated(self) -> bool:
+        """Replicated-topology mode: every compute machine holds the whole graph file."""
+        return self.mode == "replicated"
+
+    @property
     def num_storage(self) -> int:
-        return self.vertex.graph_store_pool.num_replicas if self.vertex else self.local.num_storage_processes
+        if self.replicated:
+            return 0
+        return self.vertex.graph_store_pool.num_replicas if self.vertex else self.local.storage_processes
 
     @property
     def num_compute_machines(self) -> int:
@@ -164,12 +230,20 @@ class StageResources(Model):
     @property
     def colocated(self) -> bool:
         """No storage processes: each compute machine holds one partition itself."""
-        return self.num_storage == 0
+        return self.num_storage == 0 and not self.replicated
 
     @property
     def num_partitions(self) -> int:
-        """One partition per storage process, or per compute machine when colocated."""
+        """One partition per storage process, or per compute machine when colocated; replicated
+        mode reads the graph file, written from shards of any partition count: 1."""
+        if self.replicated:
+            return 1
         return self.num_compute_machines if self.colocated else self.num_storage
+
+    @property
+    def config_key(self) -> str:
+        """The YAML key of the one that is set (``local_graph_store_config`` or the Vertex key)."""
+        return LOCAL_KEY if self.vertex is None else type(self).model_fields["vertex"].alias
 
     @property
     def count_loc(self) -> tuple[str, ...]:
@@ -179,7 +253,9 @@ class StageResources(Model):
         return (type(self).model_fields["vertex"].alias, "graph_store_pool", "num_replicas")
 
     def describe(self) -> str:
-        """E.g. ``local 2 storage x 1x2 compute``."""
+        """E.g. ``local 2 storage x 1x2 compute``, ``local replicated 2x1 compute``."""
+        if self.replicated:
+            return f"{self.kind} replicated {self.num_compute_machines}x{self.procs_per_compute} compute"
         return (f"{self.kind} {self.num_storage} storage x "
                 f"{self.num_compute_machines}x{self.procs_per_compute} compute")
 
@@ -330,6 +406,10 @@ class ResourceConfig(FileModel):
         if trainer is not None and trainer.kind != inferencer.kind:
             issues.bad((), inferencer.kind,
                        f"differs from the trainer's kind {trainer.kind!r}; run both stages the same way")
+        elif trainer is not None and trainer.mode != inferencer.mode:
+            issues.bad((inferencer.config_key, "mode"), inferencer.mode,
+                       f"differs from the trainer's mode {trainer.mode!r}; both stages read the graph "
+                       "the same way")
         elif trainer is not None and trainer.num_storage != inferencer.num_storage:
             issues.bad(inferencer.count_loc, inferencer.num_storage,
                        f"differs from trainer_resource_config.{loc_path(trainer.count_loc)} = "

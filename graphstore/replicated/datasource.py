@@ -15,7 +15,14 @@ the task's index. The file must be at ``graph_path`` on every node that runs rea
 Seeds: ``input_nodes`` None (every node; homogeneous graphs), ids (homogeneous), a node type
 (all its nodes) or ``(node_type, ids)``. Link mode (``supervision_edge_type`` given): the
 anchors are ``input_nodes`` (ids, or None: the anchors of ``split``), each with its positive
-labels of ``split``, plus ``num_negatives`` random label-type nodes per row.
+labels of ``split``, plus ``num_negatives`` random label-type nodes per row; or, with
+``positive_pairs`` (a ``[2, P]`` array of (anchor, label) ids, e.g. one rank's share, shuffled),
+exactly those pairs in that order (``input_nodes`` and ``split`` are then not given).
+
+Slices: when the units (seeds, or explicit pairs) are known up front, read task i of T gets
+batches ``[i*B//T, (i+1)*B//T)`` of the B batches, so every batch but the last is full whatever
+T is (``drop_last`` drops that last one); with anchors of a split, the anchors are sliced
+instead (their pair counts are known only inside the task). Each task carries only its slice.
 
 View: ``"train"`` (the message-passing graph of training: held-out supervision edges absent) when
 the file has it, else ``"full"``; inference passes ``view="full"``.
@@ -53,6 +60,22 @@ class _Plan:
     random_seed: int = 0
     drop_last: bool = False
     message_types: list = field(default_factory=list)
+    pairs: np.ndarray | None = None  # link mode: explicit [2, P] (anchor, label) units
+
+    @property
+    def aligned(self) -> bool:
+        """Units known up front (node seeds, explicit pairs): task slices follow batches."""
+        return self.supervision is None or self.pairs is not None
+
+    def slice(self, lo: int, hi: int) -> _Plan:
+        """The plan of units ``[lo, hi)`` alone (explicit ids / pairs cut to that slice)."""
+        import dataclasses
+
+        if self.pairs is not None:
+            return dataclasses.replace(self, pairs=self.pairs[:, lo:hi], count=hi - lo)
+        if self.ids is not None:
+            return dataclasses.replace(self, ids=self.ids[lo:hi], count=hi - lo)
+        return self
 
 
 def _ids(value: Any, what: str) -> np.ndarray:
@@ -63,9 +86,18 @@ def _ids(value: Any, what: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def _pairs(value: Any) -> np.ndarray:
+    arr = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    if arr.ndim != 2 or arr.shape[0] != 2 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise UsageError(f"positive_pairs must be a [2, P] array of integer (anchor, label) ids, got "
+                         f"shape {arr.shape} of {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
 def _plan(graph, graph_path: str, num_neighbors, input_nodes, batch_size: int, replace: bool,
           features_path: str | None, view: str | None, supervision_edge_type, split,
-          num_negatives: int, random_seed: int, drop_last: bool) -> _Plan:
+          num_negatives: int, random_seed: int, drop_last: bool,
+          positive_pairs: Any = None) -> _Plan:
     from graphstore.dataset_metadata import as_edge_type
     from graphstore.replicated.sampler import CsrSampler
 
@@ -87,13 +119,21 @@ def _plan(graph, graph_path: str, num_neighbors, input_nodes, batch_size: int, r
                 raise UsageError(f"input_nodes node type {input_nodes[0]!r} is not the anchor type "
                                  f"of {sup} ({sup.src_node_type!r})")
             input_nodes = input_nodes[1]
-        ids = None if input_nodes is None else np.unique(_ids(input_nodes, "input_nodes"))
-        count = len(graph.anchors(sup, split)) if ids is None else len(ids)
         if num_negatives < 0:
             raise UsageError(f"num_negatives must be >= 0, got {num_negatives}")
+        if positive_pairs is not None:
+            if input_nodes is not None or split is not None:
+                raise UsageError("positive_pairs= replaces input_nodes= and split=; give one")
+            pairs = _pairs(positive_pairs)
+            return _Plan(node_type=sup.src_node_type, ids=None, count=pairs.shape[1], pairs=pairs,
+                         supervision=sup.as_tuple(), num_negatives=int(num_negatives), **common)
+        ids = None if input_nodes is None else np.unique(_ids(input_nodes, "input_nodes"))
+        count = len(graph.anchors(sup, split)) if ids is None else len(ids)
         return _Plan(node_type=sup.src_node_type, ids=ids, count=count,
                      supervision=sup.as_tuple(), split=split, num_negatives=int(num_negatives),
                      **common)
+    if positive_pairs is not None:
+        raise UsageError("positive_pairs= needs supervision_edge_type= (link mode)")
     if split is not None or num_negatives:
         raise UsageError("split= and num_negatives= need supervision_edge_type= (link mode)")
     if isinstance(input_nodes, str):
@@ -129,17 +169,20 @@ def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
     node_types = list(meta.node_types)
     sup = EdgeType(src_node_type=plan.supervision[0], relation=plan.supervision[1],
                    dst_node_type=plan.supervision[2]) if plan.supervision else None
-    if plan.ids is not None:
-        ids = plan.ids[lo:hi]
-    elif sup is not None:
-        ids = np.asarray(graph.anchors(sup, plan.split)[lo:hi])
+    if plan.pairs is not None:  # explicit pairs (already cut to this task's slice)
+        units, n_units = plan.pairs, plan.pairs.shape[1]
     else:
-        ids = np.arange(lo, hi, dtype=np.int64)
-    if sup is not None:
-        units = graph.positives(sup, ids, plan.split)  # [2, P] pairs: the rows' units
-        n_units = units.shape[1]
-    else:
-        units, n_units = ids, len(ids)
+        if plan.ids is not None:  # explicit ids (already cut to this task's slice)
+            ids = plan.ids
+        elif sup is not None:
+            ids = np.asarray(graph.anchors(sup, plan.split)[lo:hi])
+        else:
+            ids = np.arange(lo, hi, dtype=np.int64)
+        if sup is not None:
+            units = graph.positives(sup, ids, plan.split)  # [2, P] pairs: the rows' units
+            n_units = units.shape[1]
+        else:
+            units, n_units = ids, len(ids)
     stop = n_units - n_units % plan.batch_size if plan.drop_last else n_units
     for start in range(0, stop, plan.batch_size):
         link = None
@@ -172,6 +215,19 @@ def _link_seeds(sup, pairs, neg):
     return seeds, (sup.as_tuple(), pos, torch.searchsorted(seeds[l_type], neg))
 
 
+def _slices(plan: _Plan, parallelism: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` unit ranges of the read tasks (module docs: batch-aligned when the units are
+    known up front, else even slices of the anchors)."""
+    n = plan.count
+    if not plan.aligned:
+        tasks = max(1, min(parallelism, n))
+        return [(i * n // tasks, (i + 1) * n // tasks) for i in range(tasks)]
+    batches = -(-n // plan.batch_size)
+    tasks = max(1, min(parallelism, batches))
+    bounds = [min(n, (i * batches // tasks) * plan.batch_size) for i in range(tasks + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
 def _datasource_class():
     """The Datasource class, built on first use (importing Ray costs seconds)."""
     from ray.data import Datasource
@@ -186,7 +242,8 @@ def _datasource_class():
                      input_nodes: Any = None, batch_size: int = 1024, replace: bool = False,
                      features_path: str | None = None, *, view: str | None = None,
                      supervision_edge_type: Any = None, split: str | None = None,
-                     num_negatives: int = 0, random_seed: int = 0, drop_last: bool = False) -> None:
+                     num_negatives: int = 0, random_seed: int = 0, drop_last: bool = False,
+                     positive_pairs: Any = None) -> None:
             super().__init__()
             from graphstore.replicated.graph_file import FeatureFile, GraphFile
 
@@ -197,7 +254,7 @@ def _datasource_class():
                 FeatureFile.open(features_path).check_matches(graph)
             self.plan = _plan(graph, graph_path, num_neighbors, input_nodes, batch_size, replace,
                               features_path, view, supervision_edge_type, split, num_negatives,
-                              random_seed, drop_last)
+                              random_seed, drop_last, positive_pairs)
 
         def estimate_inmemory_data_size(self) -> int | None:
             return None
@@ -205,12 +262,11 @@ def _datasource_class():
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context: Any = None) -> list[ReadTask]:
             plan, n = self.plan, self.plan.count
-            tasks = max(1, min(int(parallelism), n))
             out = []
-            for i in range(tasks):
-                lo, hi = i * n // tasks, (i + 1) * n // tasks
-                rows = None if plan.supervision else -(-(hi - lo) // plan.batch_size)
-                out.append(ReadTask(lambda lo=lo, hi=hi, i=i: _read(plan, lo, hi, i),
+            for i, (lo, hi) in enumerate(_slices(plan, int(parallelism))):
+                rows = -(-(hi - lo) // plan.batch_size) if plan.aligned else None
+                task_plan = plan.slice(lo, hi)  # explicit seeds travel only to their task
+                out.append(ReadTask(lambda p=task_plan, lo=lo, hi=hi, i=i: _read(p, lo, hi, i),
                                     BlockMetadata(num_rows=rows, size_bytes=None,
                                                   exec_stats=None, input_files=None),
                                     per_task_row_limit=per_task_row_limit))
@@ -234,12 +290,14 @@ def __getattr__(name: str) -> Any:
 def create_sampling_dataset(graph_path: str, num_neighbors: Sequence[int] | dict,
                             input_nodes: Any = None, batch_size: int = 1024,
                             replace: bool = False, features_path: str | None = None,
-                            parallelism: int | None = None, **options: Any):
+                            parallelism: int | None = None, *,
+                            ray_remote_args: dict[str, Any] | None = None, **options: Any):
     """A ``ray.data.Dataset`` of sampled mini-batches of the graph file at ``graph_path`` (module
     docs). ``parallelism``: read tasks, default the CPUs of the Ray cluster. ``options``
     (keyword only): ``view``, ``supervision_edge_type``, ``split``, ``num_negatives``,
-    ``random_seed``, ``drop_last`` (:class:`GraphSamplingDatasource`). Starts Ray (``ray.init``)
-    when it is not running."""
+    ``random_seed``, ``drop_last``, ``positive_pairs`` (:class:`GraphSamplingDatasource`);
+    ``ray_remote_args``: the read tasks' Ray options (e.g. ``num_cpus``, a scheduling strategy).
+    Starts Ray (``ray.init``) when it is not running."""
     import ray
 
     if not ray.is_initialized():
@@ -250,4 +308,5 @@ def create_sampling_dataset(graph_path: str, num_neighbors: Sequence[int] | dict
         raise UsageError(f"parallelism must be an integer >= 1, got {parallelism!r}")
     source = __getattr__("GraphSamplingDatasource")(
         graph_path, num_neighbors, input_nodes, batch_size, replace, features_path, **options)
-    return ray.data.read_datasource(source, override_num_blocks=parallelism)
+    return ray.data.read_datasource(source, override_num_blocks=parallelism,
+                                    ray_remote_args=ray_remote_args)

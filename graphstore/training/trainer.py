@@ -1,9 +1,13 @@
-"""The default trainer: a link-prediction GNN over the graph store (or colocated), seed-000 shaped.
+"""The default trainer: a link-prediction GNN over the graph store (or colocated, or replicated),
+seed-000 shaped.
 
-Per compute machine (``run_training``): temporary global group -> ``agree_on_cluster`` ->
-destroy -> the dataset source (graphstore.dataset_source: colocated, this machine's
-``DistDataset``, built once) -> spawn one worker per local process, which opens its dataset from
-it. Nothing below depends on the mode: the worker uses the ``GraphDataset`` contract only.
+Per compute machine (``run_training``): the machine's parent of its mode
+(graphstore.compute_machine: graph store and colocated: temporary global group ->
+``agree_on_cluster`` -> destroy -> the dataset source, colocated: this machine's ``DistDataset``,
+built once -> spawn one worker per local process; replicated: the graph file, the Ray cluster ->
+one Ray Train ``TorchTrainer`` run over every machine's workers), each worker opening its dataset
+from the source. Nothing below depends on the mode: the worker uses the ``GraphDataset`` contract
+only.
 
 Per worker (``_worker``), in this order:
   1. ``init_compute_process``; loaders are created in the same order on every rank (a collective):
@@ -41,9 +45,10 @@ import torch.distributed as dist
 
 from graphstore import uris
 from graphstore.config import EdgeType
-from graphstore.dataset_source import DatasetSource, dataset_source
+from graphstore.compute_machine import compute_machine
+from graphstore.dataset_source import DatasetSource
 from graphstore.env import ClusterTopology
-from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster
+from graphstore.graph_store_info import GraphStoreInfo
 from graphstore.run_paths import (
     CHECKPOINT_METRICS, CHECKPOINT_MODEL, RunPaths, read_run_record,
 )
@@ -58,7 +63,6 @@ from graphstore.training.losses import (
     accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
 )
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
-from graphstore.workers import spawn_workers
 
 log = logging.getLogger(__name__)
 
@@ -252,12 +256,9 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
     resume = resume_checkpoint(ctx.paths.checkpoint)  # likewise
-    info = agree_on_cluster(ctx, topology)
-    source = dataset_source(info, ctx.shards_uri, ctx.storage.storage_args)
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = list(ctx.task.supervision_edge_types)
-    # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
-    spawn_workers(_worker, (info, args, ctx.run_dir, ctx.task.dataset.data_root_uri, source,
-                            order, resume),
-                  info.num_processes_per_compute, first_rank=info.compute_rank(0))
+    with compute_machine(ctx, topology) as machine:  # the mode: graph store, colocated, replicated
+        machine.run(_worker, (args, ctx.run_dir, ctx.task.dataset.data_root_uri, machine.source,
+                              order, resume))
     return 0

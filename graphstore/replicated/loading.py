@@ -1,0 +1,146 @@
+"""How a loader of the default loops iterates in replicated mode: Ray Data, one dataset per epoch.
+
+``DistNeighborLoader`` and ``DistABLPLoader`` (graphstore.loaders) check their arguments and build
+GLT's sampler input and ``SamplingConfig`` as in every mode, then hand them to the dataset
+(``GraphDataset.start_loader``); :class:`~graphstore.replicated.dataset.ReplicatedDataset` drives
+the loader with a :class:`RayDataIteration` instead of GLT. The loader's protocol is GLT's:
+``iter(loader)`` starts an epoch, ``next(loader)`` gives its next batch (``StopIteration`` at its
+end), ``shutdown()`` stops it.
+
+Each epoch is one ``ray.data`` dataset over :class:`~graphstore.replicated.datasource.
+GraphSamplingDatasource` (``create_sampling_dataset``'s source), read with
+``iter_batches(batch_size=1, batch_format="pyarrow")`` and ``collate_to_pyg``: this process's
+seeds (node mode) or (anchor, positive) pairs (link mode: ``y_positive`` in the batch, as
+``DistABLPLoader`` gives it), ``batch_size`` of them per batch, shuffled per epoch when the
+loader shuffles (a permutation seeded with the loader's seed and the epoch number), sampled with
+a seed that also changes per epoch. ``LoaderOptions.num_workers`` is the number of read tasks
+(sampling processes) per epoch, ``prefetch_size`` the batches Ray Data reads ahead. The read
+tasks reserve no CPU (their count bounds them) and run on this process's Ray node
+(soft node affinity): the graph file is local to every node, so sampling never crosses the
+network. Batch order across read tasks is Ray Data's (the units of each batch are fixed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+_SEED_STRIDE = 100_003  # random_seed of epoch e: seed * stride + e (distinct per epoch and rank)
+
+
+def read_task_options(defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ray options of the read tasks: no CPU reserved, soft affinity to this process's node
+    (``defaults`` override)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    out: dict[str, Any] = {"num_cpus": 0}
+    if ray.is_initialized():
+        out["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            node_id=ray.get_runtime_context().get_node_id(), soft=True)
+    out.update(defaults or {})
+    return out
+
+
+def quiet_ray_data() -> None:
+    """No progress bars and no per-execution INFO lines from Ray Data (a dataset per epoch)."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+class RayDataIteration:
+    """One loader's epochs over Ray Data (module docs). ``units``: node seeds ``[N]`` (node mode,
+    ``supervision`` None) or (anchor, label) pairs ``[2, P]`` (link mode)."""
+
+    def __init__(self, dataset: Any, *, units: np.ndarray, node_type: str | None,
+                 supervision: tuple[str, str, str] | None, num_neighbors: Any, batch_size: int,
+                 shuffle: bool, drop_last: bool, seed: int, read_tasks: int,
+                 prefetch_batches: int) -> None:
+        self.dataset, self.units = dataset, units
+        self.node_type, self.supervision = node_type, supervision
+        self.num_neighbors, self.batch_size = num_neighbors, batch_size
+        self.shuffle, self.drop_last, self.seed = shuffle, drop_last, seed
+        self.read_tasks, self.prefetch_batches = read_tasks, prefetch_batches
+        self.epoch = 0
+        self._batches: Iterator[Any] | None = None
+
+    @classmethod
+    def from_glt(cls, dataset: Any, loader: Any, sampler_input: Any, config: Any,
+                 options: Any) -> RayDataIteration:
+        """From what the loaders give every mode: GLT's sampler input (``NodeSamplerInput``:
+        ``node``, ``input_type``; a labelled ``EdgeSamplerInput``: ``row``, ``col``) and
+        ``SamplingConfig``; the supervision type of a link loader is its
+        ``supervision_edge_type``."""
+        meta = dataset.metadata
+        if hasattr(sampler_input, "node"):
+            node_type = sampler_input.input_type or meta.node_types[0]
+            units, supervision = sampler_input.node.numpy(), None
+        else:
+            supervision = tuple(loader.supervision_edge_type)
+            node_type = supervision[0]
+            units = np.stack([sampler_input.row.numpy(), sampler_input.col.numpy()])
+        return cls(dataset, units=np.ascontiguousarray(units, dtype=np.int64), node_type=node_type,
+                   supervision=supervision, num_neighbors=list(config.num_neighbors),
+                   batch_size=int(config.batch_size), shuffle=bool(config.shuffle),
+                   drop_last=bool(config.drop_last), seed=int(config.seed or 0),
+                   read_tasks=int(options.num_workers), prefetch_batches=int(options.prefetch_size))
+
+    @property
+    def num_units(self) -> int:
+        return int(self.units.shape[-1])
+
+    def _epoch_units(self) -> np.ndarray:
+        if not self.shuffle:
+            return self.units
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.num_units)
+        return self.units[..., order]
+
+    def start_epoch(self) -> None:
+        """Start the next epoch (a new dataset; the rest of the previous one is dropped)."""
+        import ray
+
+        from graphstore.replicated import GraphSamplingDatasource
+
+        ds = self.dataset
+        units = self._epoch_units()
+        options: dict[str, Any] = dict(
+            features_path=ds.features_path, view=ds.view, drop_last=self.drop_last,
+            random_seed=self.seed * _SEED_STRIDE + self.epoch)
+        if self.supervision is None:
+            options["input_nodes"] = (self.node_type, units)
+        else:
+            options.update(supervision_edge_type=self.supervision, positive_pairs=units)
+        source = GraphSamplingDatasource(
+            ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options)
+        data = ray.data.read_datasource(source, override_num_blocks=max(1, self.read_tasks),
+                                        ray_remote_args=read_task_options(ds.ray_remote_args))
+        self._batches = iter(data.iter_batches(batch_size=1, batch_format="pyarrow",
+                                               prefetch_batches=self.prefetch_batches))
+        self.epoch += 1
+
+    def next(self) -> Any:
+        """The next batch of the current epoch (PyG ``Data`` / ``HeteroData``, tensors viewing
+        Arrow buffers: read-only); ``StopIteration`` at its end or before any epoch."""
+        from graphstore.replicated.arrow_batch import collate_to_pyg
+
+        if self._batches is None:
+            raise StopIteration
+        try:
+            return collate_to_pyg(next(self._batches))
+        except StopIteration:
+            self._batches = None
+            raise
+
+    def shutdown(self) -> None:
+        """Drop the current epoch (Ray Data stops its read tasks when its iterator goes)."""
+        self._batches = None
+
+
+__all__ = ["RayDataIteration", "read_task_options", "quiet_ray_data"]
