@@ -186,3 +186,21 @@ def disk_needed_bytes(load: PartitionLoad) -> int:
     """Boot disk a storage machine must have: :data:`IMAGE_DISK_GB` plus its shard files (they
     are downloaded onto it, then removed once loaded)."""
     return IMAGE_DISK_GB * 10**9 + load.shard_bytes
+
+
+def graph_file_bytes(loads: list[PartitionLoad], *, edge_types: int, supervision_types: int,
+                     train_view: bool) -> int:
+    """An upper bound of replicated mode's graph file plus features file (graphstore.replicated.
+    format) for the graph of ``loads`` (every partition summed): per stored edge an index and an
+    edge id (16 B), again for the supervision edges and their reverses when the file has a
+    ``train`` view (2 x 16 B per label); per edge type and view an ``indptr`` over at most every
+    node (8 B); per label its id and split code (9 B), per supervision type its ``indptr`` and
+    anchors per split (5 x 8 B per node at most); 4 B per feature value; 1 MiB for the headers and
+    the sections' alignment. ``edge_types``: stored edge types (reverse types included)."""
+    edges = sum(load.edges for load in loads)
+    labels = sum(load.labels for load in loads)
+    feats = sum(load.feature_values for load in loads)
+    nodes = max((load.nodes_total for load in loads), default=0)
+    views = 2 if train_view else 1
+    return (16 * edges + (32 * labels if train_view else 0) + 8 * (nodes + 1) * edge_types * views
+            + 9 * labels + 40 * (nodes + 1) * supervision_types + 4 * feats + MIB)

@@ -6,7 +6,8 @@ estimated from the raw tables' row counts before partitioning (graphstore.table_
 footers, BigQuery metadata). :func:`check` (pure) compares the estimate with the resource
 config: for each stage (train, infer) the storage pool's machine type (memory from
 graphstore.machine_types) and boot disk (a Vertex config without a storage pool is not sized),
-for a local config this machine's memory; and the partition task's memory against the DuckDB budget
+for a local config this machine's memory; in replicated mode, the compute pool's boot disk
+against the graph files every compute machine copies (graphstore.sizing.graph_file_bytes); and the partition task's memory against the DuckDB budget
 (``memoryLimitMb``). Its report lists the measured coefficients it used; a config that cannot fit
 is a list of :class:`~graphstore.config.Problem` naming the key to change (``submit`` refuses it
 with exit 2, before anything is sent).
@@ -21,7 +22,7 @@ from graphstore import machine_types
 from graphstore.config import Problem, ResourceConfig, StageResources, TaskConfig
 from graphstore.sizing import (
     GIB, IMAGE_DISK_GB, MEASURED, MEMORY_MARGIN, MIB, SYSTEM_RESERVE_MIB, PartitionLoad, TableCounts,
-    disk_needed_bytes, loads_from_manifest, loads_from_tables, memory_needed_bytes,
+    disk_needed_bytes, graph_file_bytes, loads_from_manifest, loads_from_tables, memory_needed_bytes,
 )
 
 STAGE_KEYS = {"train": ("trainer_resource_config", "vertex_ai_graph_store_trainer_config"),
@@ -134,6 +135,46 @@ def _pool_problems(res_file: str, where: str, pool, loads: list[PartitionLoad], 
     return line, problems
 
 
+def _size(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB" if n < 1e9 else _gb(n)
+
+
+def replicated_graph_bytes(task: TaskConfig, loads: list[PartitionLoad]) -> int:
+    """The upper bound of graphstore.sizing.graph_file_bytes for ``task``'s graph."""
+    ds, graph = task.dataset, task.graph_metadata
+    types = sum(2 if ds.partition.add_reverse_edges and et.src_node_type != et.dst_node_type
+                else 1 for et in graph.edge_types)
+    train_view = task.trainer.storage.storage_args.splitter_cls_path is not None
+    return graph_file_bytes(loads, edge_types=types,
+                            supervision_types=len(task.supervision_edge_types),
+                            train_view=train_view)
+
+
+def _replicated_stage(stage: str, stage_res: StageResources, graph_bytes: int,
+                      res_file: str) -> tuple[list[str], list[Problem]]:
+    """Replicated mode: every compute machine holds the graph files on its disk (copied from a
+    gs:// run folder onto the boot disk); they are memory-mapped, so memory is page cache."""
+    if stage_res.vertex is None:
+        return [f"{stage}: local, replicated: the graph files take up to {_size(graph_bytes)} in the "
+                "run folder (memory-mapped: page cache, not process memory)"], []
+    section, vertex_key = STAGE_KEYS[stage]
+    pool = stage_res.vertex.compute_pool
+    need = IMAGE_DISK_GB * 10**9 + graph_bytes
+    ok = need <= pool.boot_disk_size_gb * 10**9
+    line = (f"{stage}: replicated, compute pool {pool.machine_type} ({pool.boot_disk_type} "
+            f"{pool.boot_disk_size_gb} GB) x{pool.num_replicas}: {'fits' if ok else 'DOES NOT FIT'} "
+            f"(each machine copies the graph files, up to {_size(graph_bytes)}, onto its boot disk: "
+            f"needs {_gb(need)} with the image)")
+    problems = [] if ok else [Problem(
+        file=res_file, path=f"{section}.{vertex_key}.compute_pool.boot_disk_size_gb",
+        value=str(pool.boot_disk_size_gb), message=(
+            f"{pool.boot_disk_size_gb} GB cannot hold the image and the graph files of replicated "
+            f"mode: {_gb(need)} needed (`pipeline plan`); set boot_disk_size_gb to at least "
+            f"{-(-need // 10**9)}, or use mode graph_store (the graph does not fit a worker's "
+            "disk)"))]
+    return [line], problems
+
+
 def _stage(stage: str, stage_res: StageResources, loads: list[PartitionLoad], res_file: str,
            machine_memory_bytes: int | None) -> tuple[list[str], list[Problem]]:
     compute = stage_res.num_compute_machines * stage_res.procs_per_compute
@@ -166,16 +207,20 @@ def check(task: TaskConfig, res: ResourceConfig, loads: list[PartitionLoad], sou
     memory, for a local resource config (None: not checked)."""
     lines = [f"plan: sizes from {source}", *model_lines()]
     problems: list[Problem] = []
-    if len(loads) != res.num_partitions:
+    if len(loads) != res.num_partitions and not res.trainer.replicated:
         count_key = ".".join((STAGE_KEYS["train"][0], *res.trainer.count_loc))
         problems.append(Problem(file=res_file, path=count_key, value=str(res.num_partitions), message=(
             f"the shard set has {len(loads)} partitions but the resource config serves "
             f"{res.num_partitions}; re-partition, or set the storage count to {len(loads)}")))
     compute = res.trainer.num_compute_machines * res.trainer.procs_per_compute
     lines += _table(loads, compute)
+    graph_bytes = replicated_graph_bytes(task, loads) if res.trainer.replicated else 0
     for stage, stage_res in (("train", res.trainer), ("infer", res.inferencer)):
-        stage_lines, stage_problems = _stage(stage, stage_res, loads, res_file,
-                                             machine_memory_bytes)
+        if stage_res.replicated:
+            stage_lines, stage_problems = _replicated_stage(stage, stage_res, graph_bytes, res_file)
+        else:
+            stage_lines, stage_problems = _stage(stage, stage_res, loads, res_file,
+                                                 machine_memory_bytes)
         lines += stage_lines
         problems += stage_problems
     if res.trainer.vertex is not None:
