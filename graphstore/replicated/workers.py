@@ -37,7 +37,10 @@ def _train_loop(config: dict[str, Any]) -> None:
 
     quiet_ray_data()
     info: ReplicatedInfo = config["info"]
-    local_rank, mine = info.for_rank(ray.train.get_context().get_world_rank())
+    rank = ray.train.get_context().get_world_rank()
+    local_rank, mine = info.for_rank(rank)
+    print(f"ray worker rank={rank} machine={mine.machine_index} local_rank={local_rank} "
+          f"ray_node={ray.get_runtime_context().get_node_id()}", flush=True)
     config["fn"](local_rank, mine, *config["args"])
 
 

@@ -179,3 +179,23 @@ def test_replicated_dataset_pickles_as_paths_and_refuses_a_missing_view(built, t
 
     with pytest.raises(UsageError, match="no 'train' view"):
         ReplicatedDataset(no_split.graph, view="train")
+
+
+def test_the_submitted_pipeline_carries_the_mode_to_every_task(tmp_path):
+    """The compiled pipeline is the same in every mode; the run's resource config (a pipeline
+    parameter, frozen by the first task, read by every later one) carries ``mode: replicated``."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "pipeline", "submit", "--dry-run", "--task-config",
+         str(CONFIGS / "task_vertex.yaml"), "--resource-config",
+         str(CONFIGS / "resource_vertex_replicated.yaml"), "--image", IMAGE],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    params = json.loads(out.stdout)["runtime_config"]["parameter_values"]
+    frozen = tmp_path / "resource.yaml"
+    frozen.write_text(params["resource_config"])
+    res = load_resource_config(frozen)
+    assert res.trainer.replicated and res.inferencer.replicated and res.num_partitions == 1
