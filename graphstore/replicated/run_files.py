@@ -101,16 +101,20 @@ def local_graph_files(run_dir: str) -> LocalGraphFiles:
         return LocalGraphFiles(paths.graph_file, paths.features_file if has_features else None)
     folder = local_copy_dir(run_dir)
     t0 = time.perf_counter()
-    graph = os.path.join(folder, "graph.bin")
-    uris.get_file(paths.graph_file, graph)
-    GraphFile.open(graph, verify=True)
-    features = None
-    if has_features:
-        features = os.path.join(folder, "features.bin")
-        uris.get_file(paths.features_file, features)
-        FeatureFile.open(features, verify=True)
+    files = LocalGraphFiles(os.path.join(folder, "graph.bin"),
+                            os.path.join(folder, "features.bin") if has_features else None,
+                            copied=True)
+    try:
+        uris.get_file(paths.graph_file, files.graph)
+        GraphFile.open(files.graph, verify=True)
+        if files.features is not None:
+            uris.get_file(paths.features_file, files.features)
+            FeatureFile.open(files.features, verify=True)
+    except BaseException:
+        files.remove_copies()  # a damaged or partial copy never stays behind
+        raise
     log.info("graph file copied to %s and verified in %.1f s", folder, time.perf_counter() - t0)
-    return LocalGraphFiles(graph, features, copied=True)
+    return files
 
 
 __all__ = ["LocalGraphFiles", "write_run_graph_files", "local_graph_files", "local_copy_dir"]
