@@ -19,6 +19,11 @@ A storage server that stops answering ends this process within ``heartbeatTimeou
 code 1 and a message naming the storage rank and host (graphstore.heartbeat). The session a
 worker joins is ``cluster_info.session_index`` (use ``cluster_info.for_session(k)`` for the k-th,
 e.g. one per node type in inference).
+
+Replicated mode (a ``cluster_info`` with ``replicated`` set, graphstore.replicated.cluster): Ray
+Train built the gloo process group of every worker before the worker runs; there is no storage
+and no RPC, so steps 1, 2 and 4 do not exist and only the device is chosen; shutting down
+destroys the groups as in the other modes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Where the dataset mode is chosen: one :class:`DatasetSource` per compute machine.
+"""Where the dataset mode is chosen between graph store and colocated: one :class:`DatasetSource`
+per compute machine (replicated mode is chosen a step above, in graphstore.compute_machine, and
+its source is a graphstore.replicated.dataset.ReplicatedDataset).
 
 A compute machine's parent calls :func:`dataset_source` once, before it spawns its workers, and
 hands the source to every worker, which opens its :class:`~graphstore.graph_dataset.GraphDataset`

@@ -7,7 +7,8 @@ requests are tested offline (anonymous credentials, no network).
 Graph-store CustomJob worker pools follow pipeline.topology (the contract the local launcher
 emulates): ``workerPoolSpecs[0]`` = compute leader (1 replica), ``[1]`` = the other compute
 machines (C - 1; an empty pool spec when C = 1, as Vertex requires pools to keep their index),
-``[2]`` = storage machines (S). Compute pools run the stage's ``command``, storage pools its
+``[2]`` = storage machines (S; none in replicated mode, which has no storage pool). Compute pools
+run the stage's ``command``, storage pools its
 ``graphStoreStorageConfig.command``, each with the four stage arguments appended; Vertex sets
 ``CLUSTER_SPEC`` and the process group variables itself, and every pool gets
 ``GRAPHSTORE_JOB_NAME`` (the job's display name: Vertex's ``CLUSTER_SPEC`` "job" is the job spec
