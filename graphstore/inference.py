@@ -47,7 +47,7 @@ from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo
 from graphstore.stage import StageContext
-from graphstore.training.args import InferencerArgs  # torch-free: the config loader checks them too
+from graphstore.config.default_args import InferencerArgs  # torch-free: the config loader checks them too
 from graphstore.training.batches import seed_count, view
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig

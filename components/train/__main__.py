@@ -2,7 +2,7 @@
 
 Gets the stage arguments every graph-store command gets (``--task-config``, ``--resource-config``,
 ``--stage``, ``--run-dir``); ``trainerConfig.trainerArgs`` are documented in
-graphstore/training/args.py; the order of work is in graphstore/training/trainer.py.
+graphstore/config/default_args.py; the order of work is in graphstore/training/trainer.py.
 """
 
 from __future__ import annotations

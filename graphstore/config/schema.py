@@ -12,7 +12,7 @@ were valid, so one pass still reports every problem it can. Derived values are f
 ``storageArgs.num_server_sessions`` (1 for the trainer, one per inferred node type for the
 inferencer) and ``inferencerConfig.nodeTypes`` (the node types of the supervision edge types).
 When ``command`` runs the default trainer / inferencer, its args are checked by the rules of
-:mod:`graphstore.training.args` (the same the stage applies), so ``validate`` reports them too.
+:mod:`graphstore.config.default_args` (the same the stage applies), so ``validate`` reports them too.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from graphstore.config._fields import (
 from graphstore.config._graph import EdgeType, GraphMetadata, TaskMetadata, unique
 from graphstore.config._storage import GraphStoreStorageConfig
 from graphstore.errors import show
-from graphstore.training.args import (
+from graphstore.config.default_args import (
     DEFAULT_INFERENCER_MODULE, DEFAULT_TRAINER_MODULE, InferencerArgs, TrainerArgs, arg_problems,
     known_keys, runs_module,
 )

@@ -34,7 +34,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from graphstore.training.args import BASELINES, BaselineName
+from graphstore.config.default_args import BASELINES, BaselineName
 
 log = logging.getLogger(__name__)
 

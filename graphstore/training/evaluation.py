@@ -27,7 +27,7 @@ import torch.distributed as dist
 from graphstore.ablp import ABLPInputNodes
 from graphstore.errors import RuntimeFailure
 from graphstore.training import metrics as M
-from graphstore.training.args import TrainerArgs
+from graphstore.config.default_args import TrainerArgs
 from graphstore.training.baselines import (
     DEFAULT_SETTINGS, EMBEDDING_BASELINES, POPULARITY_SETTINGS, PairGraph, PopularityScorer,
     Scorer, fit,

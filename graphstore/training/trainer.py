@@ -53,7 +53,7 @@ from graphstore.run_paths import (
     CHECKPOINT_METRICS, CHECKPOINT_MODEL, RunPaths, read_run_record,
 )
 from graphstore.stage import StageContext
-from graphstore.training.args import TrainerArgs
+from graphstore.config.default_args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from graphstore.training.evaluation import Evaluator

@@ -1,5 +1,5 @@
 """Checks that ``python -m pipeline validate`` and every stage's config loading share: the default
-trainer's / inferencer's args (graphstore.training.args), node types nothing can number, and the
+trainer's / inferencer's args (graphstore.config.default_args), node types nothing can number, and the
 partition CLI's ``--num-partitions`` (the same check as ``numPartitions`` in the config)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from graphstore.config import ConfigError, load_task_config
 from graphstore.errors import UsageError
-from graphstore.training import args as training_args
+from graphstore.config import default_args as training_args
 
 from tests.unit.test_config import BASE_RES, fresh, only, task_file, write
 from tests.unit.test_partition import make_raw, task_dict, write_configs
