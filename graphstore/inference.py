@@ -94,7 +94,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
         for i, batch in enumerate(loader, 1):
             batch = device.batch(batch)
             v = view(batch, homo)
-            h = model(v.x, v.edge_index, v.num_nodes)
+            h = model(v.x, v.edge_index, v.num_nodes, v.node_ids)
             k = seed_count(batch, node_type, homo is not None)
             embs.append(h[node_type][:k].cpu())  # written from the CPU (no-op there)
             ids.append(v.node_ids[node_type][:k].cpu())

@@ -9,8 +9,10 @@ the default trainer (``python -m components.train``), ``inferencerConfig.inferen
 
 The rules come from each dataclass field: its type annotation (``int``, ``float``, ``bool``,
 ``str``, a ``Literal`` of choices, ``tuple[int, ...]``, ``tuple[<Literal>, ...]``: a list of
-distinct choices, possibly empty; ``| None`` allows null) and an optional ``metadata={"min": m}``
-(numbers default to >= 0; ``tuple[int, ...]`` lists need at least one item).
+distinct choices, possibly empty; ``tuple[str, ...]``: a list of distinct non-empty strings,
+possibly empty; ``| None`` allows null) and an optional ``metadata={"min": m}`` (numbers default
+to >= 0; ``tuple[int, ...]`` lists need at least one item) and ``metadata={"max": m}`` (floats).
+Every default keeps the trainer's behaviour of before the option existed.
 No torch import here: :mod:`graphstore.config` and ``pipeline/`` import this module.
 """
 
@@ -50,17 +52,25 @@ class TrainerArgs:
 
     num_neighbors: tuple[int, ...] = field(default=(10, 5), metadata={"min": -1})  # -1: all
     batch_size: int = field(default=256, metadata={"min": 1})  # (anchor, positive) pairs per step and rank
-    num_random_negatives: int = 256  # random label nodes per step and rank
+    num_random_negatives: int = 256  # random label nodes per step and rank; 0: none
+    in_batch_negatives: bool = True  # the batch's other positives are negatives of each pair too
     lr: float = 0.005
-    weight_decay: float = 0.0
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"  # decay to 0 at max_steps
+    warmup_steps: int = 0  # linear warm-up from 0 to lr over these first steps
+    weight_decay: float = 0.0  # AdamW's decoupled weight decay, every parameter
     max_steps: int = field(default=300, metadata={"min": 1})
     max_epochs: int = 0  # also stop after this many epochs of the first supervision type; 0: off
-    val_every_steps: int = 100
+    val_every_steps: int = field(default=100, metadata={"min": 1})
+    early_stopping_patience: int = 0  # stop after this many validations without a better val MRR
+    # (the first supervision type's); the best step's weights are checkpointed and tested; 0: off
     log_every_steps: int = 20
     eval_candidates: int = field(default=500, metadata={"min": 1})  # shared random candidates per pair
     hidden_dim: int = 64
     out_dim: int = 64
-    num_layers: int = 2
+    num_layers: int = field(default=2, metadata={"min": 1})
+    dropout: float = field(default=0.0, metadata={"max": 0.9})  # between layers, training only
+    id_embeddings: tuple[str, ...] = ()  # node types given a learned vector per node (hidden_dim)
+    id_embedding_max_nodes: int = field(default=1_000_000, metadata={"min": 1})  # per such type
     decoder: Literal["dot", "cosine"] = "dot"
     loss: Literal["retrieval", "bpr"] = "retrieval"
     temperature: float = 1.0
@@ -101,7 +111,7 @@ class ArgProblem:
     unknown: bool = False
 
 
-def _check(kind: Any, value: Any, minimum: float) -> str | None:
+def _check(kind: Any, value: Any, minimum: float, maximum: float = math.inf) -> str | None:
     """Why ``value`` does not fit the annotation ``kind`` (see the module doc), or None."""
     origin, params = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
@@ -116,6 +126,10 @@ def _check(kind: Any, value: Any, minimum: float) -> str | None:
         ok = isinstance(value, (list, tuple)) and all(v in choices for v in value) \
             and len(set(value)) == len(value)
         return None if ok else f"is not a list of distinct items of {', '.join(map(repr, choices))}"
+    if origin is tuple and params[0] is str:  # a list of distinct names, may be empty
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value) \
+            and len(set(value)) == len(value)
+        return None if ok else "is not a list of distinct non-empty strings"
     if origin is tuple:
         ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
             isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
@@ -127,8 +141,9 @@ def _check(kind: Any, value: Any, minimum: float) -> str | None:
         return None if ok else f"is not an int >= {minimum:g}"
     if kind is float:
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              and math.isfinite(value) and value >= minimum)
-        return None if ok else f"is not a finite number >= {minimum:g}"
+              and math.isfinite(value) and minimum <= value <= maximum)
+        upper = f" and <= {maximum:g}" if math.isfinite(maximum) else ""
+        return None if ok else f"is not a finite number >= {minimum:g}{upper}"
     raise TypeError(f"args field type {kind!r} has no rule")  # a bug in the args class
 
 
@@ -147,7 +162,7 @@ def arg_problems(cls: type, raw: Mapping[str, Any]) -> tuple[dict[str, Any], lis
         if f is None:
             problems.append(ArgProblem(str(key), key, "is not a known key", unknown=True))
             continue
-        why = _check(hints[key], value, f.metadata.get("min", 0))
+        why = _check(hints[key], value, f.metadata.get("min", 0), f.metadata.get("max", math.inf))
         if why:
             problems.append(ArgProblem(key, value, why))
         elif isinstance(value, list):

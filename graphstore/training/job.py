@@ -116,7 +116,7 @@ class Job:
         if drop is not None:
             sup, pairs = drop
             edges = without_pair_edges(edges, sup.anchor_type, sup.label_type, pairs, v.num_nodes)
-        return model(v.x, edges, v.num_nodes), v
+        return model(v.x, edges, v.num_nodes, v.node_ids), v
 
     def pair_embeddings(self, model, batch, sup: Supervision):
         """Embeddings and dense ids of an ABLP batch's (anchor, positive) pairs. The edges joining

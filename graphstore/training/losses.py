@@ -26,7 +26,8 @@ def candidate_scores(anchor_emb: torch.Tensor, pos_emb: torch.Tensor, neg_emb: t
     return anchor_emb @ cands.T / temperature
 
 
-def logq_offsets(pos_ids: torch.Tensor, neg_ids: torch.Tensor, popularity: torch.Tensor) -> torch.Tensor:
+def logq_offsets(pos_ids: torch.Tensor, neg_ids: torch.Tensor, popularity: torch.Tensor,
+                 in_batch: bool = True) -> torch.Tensor:
     """``[A + N]`` log of how often each candidate is expected among one batch's candidates.
 
     In-batch candidates are other pairs' positives, drawn in proportion to their training
@@ -35,23 +36,26 @@ def logq_offsets(pos_ids: torch.Tensor, neg_ids: torch.Tensor, popularity: torch
     score (sampling-bias correction, Yi et al., RecSys 2019) makes the sampled softmax estimate the
     full softmax, so the model keeps the popularity signal that in-batch negatives would otherwise
     remove. ``popularity``: training positives per label node (global ids), as the trainer counts.
+    ``in_batch`` False (no in-batch negatives): only the random draws count.
     """
     cand_ids = torch.cat([pos_ids, neg_ids])
     total = float(popularity.sum()) or 1.0
-    expected = (len(pos_ids) * popularity[cand_ids] / total
-                + len(neg_ids) / max(len(popularity), 1))
+    share = popularity[cand_ids] / total if in_batch else torch.zeros(len(cand_ids),
+                                                                      device=popularity.device)
+    expected = len(pos_ids) * share + len(neg_ids) / max(len(popularity), 1)
     return torch.log(expected.clamp_min(1e-12))
 
 
 def accidental_hit_mask(anchor_ids: torch.Tensor, pos_ids: torch.Tensor,
-                        neg_ids: torch.Tensor) -> torch.Tensor:
+                        neg_ids: torch.Tensor, in_batch: bool = True) -> torch.Tensor:
     """``[A, A + N]`` True where a candidate is a positive of the row's anchor but not the row's own
-    positive column (those must not count as negatives)."""
+    positive column (those must not count as negatives). ``in_batch`` False: every other row's
+    positive is masked too, so each pair's negatives are the random ones only."""
     cand_ids = torch.cat([pos_ids, neg_ids])
     same_anchor = anchor_ids[:, None] == anchor_ids[None, :]  # [A, A]
     # positives of the same anchor, seen as in-batch candidates
     hits = torch.zeros(len(anchor_ids), len(cand_ids), dtype=torch.bool, device=anchor_ids.device)
-    hits[:, :len(pos_ids)] = same_anchor
+    hits[:, :len(pos_ids)] = same_anchor if in_batch else True
     # random negatives that happen to be a positive of this anchor: compare (anchor, node) keys
     if len(neg_ids):
         base = int(torch.cat([pos_ids, neg_ids]).max()) + 1

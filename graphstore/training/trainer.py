@@ -22,7 +22,10 @@ Per worker (``_worker``), in this order:
   3. before the first step, the baselines (``trainerArgs.baselines``) are fitted on every
      rank's training pairs; every ``val_every_steps`` before the last step: MRR / hits@k per
      supervision type on val, model and baselines on the same candidates; at the end, on test
-     (graphstore.training.evaluation);
+     (graphstore.training.evaluation); the learning rate of each step and early stopping on the
+     first supervision type's val MRR: graphstore.training.schedule (with
+     ``early_stopping_patience``, the end is validated too and the best validation's weights are
+     the ones checkpointed and tested);
   4. rank 0 writes ``<run-dir>/checkpoint/model.pt`` (weights, model config, step, optimizer,
      training fan-out; the format: graphstore.training.checkpoint) and ``metrics.json`` (results,
      baselines and their settings, loss history, phase timings, loader wait share:
@@ -48,6 +51,7 @@ from graphstore.config import EdgeType
 from graphstore.compute_machine import compute_machine
 from graphstore.dataset_source import DatasetSource
 from graphstore.env import ClusterTopology
+from graphstore.errors import UsageError
 from graphstore.graph_store_info import GraphStoreInfo
 from graphstore.run_paths import (
     CHECKPOINT_METRICS, CHECKPOINT_MODEL, RunPaths, read_run_record,
@@ -62,7 +66,8 @@ from graphstore.training.job import Job, Supervision
 from graphstore.training.losses import (
     accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
 )
-from graphstore.training.model import LinkPredictionEncoder, ModelConfig
+from graphstore.training.model import LinkPredictionEncoder, ModelConfig, id_embedding_counts
+from graphstore.training.schedule import EarlyStopping, lr_factor, set_lr
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +113,9 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         dims = {nt: job.meta.node_feature_dims[nt] for nt in job.meta.node_types}
         cfg = ModelConfig(node_feature_dims=dims, edge_types=job.edge_types,
                           hidden_dim=args.hidden_dim, out_dim=args.out_dim,
-                          num_layers=args.num_layers, decoder=args.decoder)
+                          num_layers=args.num_layers, decoder=args.decoder, dropout=args.dropout,
+                          id_embedding_counts=id_embedding_counts(
+                              args.id_embeddings, job.meta.node_counts, args.id_embedding_max_nodes))
         model = LinkPredictionEncoder(cfg).to(device.torch_device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
                                       weight_decay=args.weight_decay)
@@ -129,15 +136,17 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
                                    supervision_edge_type=sup.key)
             negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
                                            sup.node_input(sup.label_ids()),
-                                           batch_size=args.num_random_negatives, shuffle=True)
+                                           batch_size=args.num_random_negatives, shuffle=True) \
+                if args.num_random_negatives else None
             streams.append((sup, EpochStream(train, sup.steps_per_epoch(train_input,
                                                                          args.batch_size)),
-                            EpochStream(negatives)))
+                            EpochStream(negatives) if negatives is not None else None))
     # the other ranks wait in a collective while one fits: stay well inside its timeout
     evaluator = Evaluator(job, args, fit_budget_s=info.runtime.cluster_init_timeout_s / 3)
     with tlog.phase("baselines"):
         evaluator.fit_baselines(train_inputs)
     history = []
+    stopper = EarlyStopping(args.early_stopping_patience)
     wait_s = compute_s = loss_sum = 0.0
     first = streams[0][1]
 
@@ -146,12 +155,15 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
 
     while step < args.max_steps and epochs_left():
         t0 = time.perf_counter()
-        batches = [(sup, train.next(), negatives.next()) for sup, train, negatives in streams]
+        batches = [(sup, train.next(), negatives.next() if negatives else None)
+                   for sup, train, negatives in streams]
         t1 = time.perf_counter()
         loss = sum(_loss(ddp, job, sup, batch, neg, args, popularity[sup.key])
                    for sup, batch, neg in batches)
         optimizer.zero_grad()
         loss.backward()
+        set_lr(optimizer, args.lr * lr_factor(step, args.max_steps, args.lr_schedule,
+                                              args.warmup_steps))
         optimizer.step()
         step += 1
         t2 = time.perf_counter()
@@ -167,20 +179,23 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
             tlog.interval(step, mean, args.log_every_steps / total, wait_s / total)
         if step % args.log_every_steps == 0:
             wait_s = compute_s = loss_sum = 0.0
-        if step % args.val_every_steps == 0 and step < args.max_steps:  # the end scores test
-            with tlog.phase("validation"):
-                result = evaluator.run(model, "val")
-            history.append({"step": step, **result})
-            if rank == 0:
-                tlog.evaluation("val", step, result)
-                for key, r in result["by_supervision_edge_type"].items():
-                    log.info("step=%d %s val_mrr=%.4f val_hits@10=%.4f %s", step, key,
-                             r["model"]["mrr"], r["model"]["hits@10"], _baseline_mrrs(r))
-                _save(ckpt_dir, model, optimizer, cfg, args, step, {"val_history": history})
+        last = step >= args.max_steps or not epochs_left()
+        if step % args.val_every_steps == 0 and step < args.max_steps or last and stopper.patience \
+                and (not history or history[-1]["step"] != step):  # the end scores test
+            _validate(evaluator, model, step, history, stopper, tlog, rank,
+                      lambda: _save(ckpt_dir, model, optimizer, cfg, args, step,
+                                    {"val_history": history}))
+            if stopper.should_stop():
+                log.info("early stop at step=%d: val MRR %.4f at step=%d not beaten in %d "
+                         "validations", step, stopper.best_mrr, stopper.best_step, stopper.misses)
+                break
     tlog.add_phase("training steps", tlog.wait_s + tlog.compute_s)
     for _, train, negatives in streams:
         train.close()
-        negatives.close()
+        if negatives is not None:
+            negatives.close()
+    if stopper.best_state is not None:  # early stopping: test (and keep) the best weights
+        model.load_state_dict(stopper.best_state)
     with tlog.phase("test"):
         test = evaluator.run(model, "test")
     evaluator.close()
@@ -189,6 +204,10 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         summary = {"steps": step, "seconds": round(time.perf_counter() - t_start, 1),
                    "val_history": history, "test": test, "baselines": evaluator.baselines,
                    **tlog.to_dict(), "protocol": _protocol(args)}
+        if stopper.patience:
+            summary["early_stopping"] = {"best_step": stopper.best_step,
+                                         "best_val_mrr": stopper.best_mrr,
+                                         "stopped_early": stopper.should_stop()}
         _save(ckpt_dir, model, optimizer, cfg, args, step, summary)
         for key, r in test["by_supervision_edge_type"].items():
             log.info("train done steps=%d %s test_mrr=%.4f %s seconds=%.1f", step, key,
@@ -198,6 +217,23 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
     if rank == 0:
         uri = _report(run_dir, data_root, job, evaluator, summary)
         log.info("report written: %s", uri)
+
+
+def _validate(evaluator: Evaluator, model, step: int, history: list, stopper: EarlyStopping,
+              tlog: TrainingLog, rank: int, save) -> None:
+    """One validation: its result into ``history`` and the log; ``save()`` on rank 0 (every
+    validation, or with early stopping only when the first type's val MRR is the best so far)."""
+    with tlog.phase("validation"):
+        result = evaluator.run(model, "val")
+    history.append({"step": step, **result})
+    best = stopper.update(step, result["model"]["mrr"], model) if stopper.patience else True
+    if rank == 0:
+        tlog.evaluation("val", step, result)
+        for key, r in result["by_supervision_edge_type"].items():
+            log.info("step=%d %s val_mrr=%.4f val_hits@10=%.4f %s", step, key,
+                     r["model"]["mrr"], r["model"]["hits@10"], _baseline_mrrs(r))
+        if best:
+            save()
 
 
 def _tensorboard(run_dir: str):
@@ -242,19 +278,25 @@ def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
     """Retrieval (or BPR) loss of one supervision type's batch against in-batch and random
     negatives, accidental hits removed."""
     a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
-    hn, vn = job.embed(model, neg)
-    k = seed_count(neg, sup.label_type, job.homo is not None)
-    n_emb, n_id = hn[sup.label_type][:k], vn.node_ids[sup.label_type][:k]
+    if neg is not None:
+        hn, vn = job.embed(model, neg)
+        k = seed_count(neg, sup.label_type, job.homo is not None)
+        n_emb, n_id = hn[sup.label_type][:k], vn.node_ids[sup.label_type][:k]
+    else:  # num_random_negatives 0: in-batch negatives only
+        n_emb, n_id = a.new_empty(0, a.size(1)), p_id.new_empty(0)
     scores = candidate_scores(a, p, n_emb, args.decoder, args.temperature)
     if args.logq_correction:
-        scores = scores - logq_offsets(p_id, n_id, popularity)[None, :]
-    mask = accidental_hit_mask(a_id, p_id, n_id)
+        scores = scores - logq_offsets(p_id, n_id, popularity, args.in_batch_negatives)[None, :]
+    mask = accidental_hit_mask(a_id, p_id, n_id, args.in_batch_negatives)
     return (retrieval_loss if args.loss == "retrieval" else bpr_loss)(scores, mask)
 
 
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     """The compute-machine parent (see module docs)."""
     args = TrainerArgs.from_mapping(ctx.task.trainer.trainer_args)  # fail before any process starts
+    if not args.in_batch_negatives and not args.num_random_negatives:
+        raise UsageError("trainerConfig.trainerArgs: in_batch_negatives false and "
+                         "num_random_negatives 0 leave no negatives; enable one of them")
     resume = resume_checkpoint(ctx.paths.checkpoint)  # likewise
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = list(ctx.task.supervision_edge_types)
