@@ -136,3 +136,38 @@ def test_bad_arguments_are_one_line_usage_errors(ray_cluster, graphs):
         create_sampling_dataset(built.graph + ".missing", [2], input_nodes="user")
     with pytest.raises(UsageError, match="iter_batches"):
         collate_to_pyg({"n_id": [1]})
+
+
+def test_several_rows_per_block_give_the_same_batches_without_copies(ray_cluster, graphs):
+    """Blocks of several rows (what the trainer's loaders read, graphstore.replicated.loading)
+    hold the same batches as one-row blocks, and one row still converts without a copy."""
+    import ray.data
+
+    from graphstore.replicated import GraphSamplingDatasource
+
+    built = graphs["hetero"]
+    g = GraphFile.open(built.graph)
+    pairs = g.positives(BUYS, g.anchors(BUYS, "train"), "train")[:, ::-1].copy()  # any order
+    by_rows = {}
+    for rows in (1, 5):
+        source = GraphSamplingDatasource(built.graph, [3, 2], batch_size=16,
+                                         features_path=built.features,
+                                         supervision_edge_type=BUYS, positive_pairs=pairs,
+                                         random_seed=7, rows_per_block=rows)
+        first_block = next(iter(source.get_read_tasks(2)[0]()))  # what a read task yields
+        assert first_block.num_rows == rows
+        ds = ray.data.read_datasource(source, override_num_blocks=2)
+        got = []
+        for batch in _one_row_batches(ds):
+            data = collate_to_pyg(batch)
+            y = data.y_positive
+            got.append(tuple(sorted(zip(data["user"].node[y[0]].tolist(),
+                                        data["item"].node[y[1]].tolist()))))
+            (chunk,) = [c for c in batch.column("n_id/user").chunks if len(c)]
+            buf = chunk.flatten().buffers()[1]
+            assert buf.address <= data["user"].n_id.data_ptr() < buf.address + buf.size
+        by_rows[rows] = sorted(got)
+    assert by_rows[1] == by_rows[5]  # the same batches (each a fixed slice of the pairs)
+    assert sum(len(b) for b in by_rows[5]) == pairs.shape[1]
+    with pytest.raises(UsageError, match="rows_per_block"):
+        GraphSamplingDatasource(built.graph, [2], input_nodes="user", rows_per_block=0)
