@@ -189,14 +189,15 @@ def test_the_compute_side_does_not_import_the_storage_server():
 
 
 def test_mode_independent_modules_do_not_branch_on_the_dataset_kind():
-    """Trainer, evaluator, job, inferencer and loaders name neither dataset class nor the mode."""
+    """Trainer, evaluator, job, inferencer and loaders name no dataset class and no mode."""
     for rel in ("graphstore/training/trainer.py", "graphstore/training/evaluation.py",
                 "graphstore/training/job.py", "graphstore/inference.py", "graphstore/loaders.py"):
         tree = ast.parse((REPO / rel).read_text())
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-        used = (names | attrs | imported) & {"DistDataset", "RemoteDistDataset", "colocated"}
+        used = (names | attrs | imported) & {"DistDataset", "RemoteDistDataset", "colocated",
+                                             "ReplicatedDataset", "replicated"}
         assert not used, f"{rel} uses {sorted(used)}"
 
 
