@@ -76,6 +76,11 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     # every config that would fail later on Vertex AI is refused here, before anything is sent
     check_for_vertex(task, res, image=args.image, run_root=run_root, task_file=args.task_config,
                      resource_file=args.resource_config)
+    if not args.dry_run:  # no credentials: one line naming the login command, before sizing
+        import google.auth  # reads the raw tables' sizes with them
+
+        with vertex.credentials_needed():
+            google.auth.default()
     check_sizes(task, res, args)  # a storage machine that cannot hold its partition: refused
     template = os.path.join(tmp, "pipeline.yaml")
     compile_pipeline(template, image=args.image, resources=res)
