@@ -281,7 +281,7 @@ def _datasource_class():
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context: Any = None) -> list[ReadTask]:
-            plan, n = self.plan, self.plan.count
+            plan = self.plan
             out = []
             for i, (lo, hi) in enumerate(_slices(plan, int(parallelism))):
                 rows = -(-(hi - lo) // plan.batch_size) if plan.aligned else None
