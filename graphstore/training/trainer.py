@@ -147,6 +147,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         evaluator.fit_baselines(train_inputs)
     history = []
     stopper = EarlyStopping(args.early_stopping_patience)
+    stopped_early = False  # True when early stopping ended training before max_steps / max_epochs
     wait_s = compute_s = loss_sum = 0.0
     first = streams[0][1]
 
@@ -185,7 +186,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
             _validate(evaluator, model, step, history, stopper, tlog, rank,
                       lambda: _save(ckpt_dir, model, optimizer, cfg, args, step,
                                     {"val_history": history}))
-            if stopper.should_stop():
+            if stopper.should_stop() and not last:
+                stopped_early = True
                 log.info("early stop at step=%d: val MRR %.4f at step=%d not beaten in %d "
                          "validations", step, stopper.best_mrr, stopper.best_step, stopper.misses)
                 break
@@ -207,7 +209,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         if stopper.patience:
             summary["early_stopping"] = {"best_step": stopper.best_step,
                                          "best_val_mrr": stopper.best_mrr,
-                                         "stopped_early": stopper.should_stop()}
+                                         "stopped_early": stopped_early}
         _save(ckpt_dir, model, optimizer, cfg, args, step, summary)
         for key, r in test["by_supervision_edge_type"].items():
             log.info("train done steps=%d %s test_mrr=%.4f %s seconds=%.1f", step, key,
