@@ -1,41 +1,119 @@
-"""Sampling throughput: graph-store mode vs plain PyG, side by side in one run; compute memory vs size.
+"""Sampling throughput of every dataset mode, side by side in one run; per-worker memory vs size.
 
-One generated homogeneous graph (N nodes, E edges, 16 features), fanout [10, 5], batch 512, every
-node a seed once:
+One generated homogeneous graph (N = E/10 nodes, E edges, 16 features), fan-out [10, 5], batch
+512, edges sampled into each seed (direction "in"), every node a seed once per epoch (shuffled),
+the same graph for every mode (one shard set; the replicated graph file is written from it):
 
-* ``graph_store``: 2 storage processes + 1 compute machine x 1 process, through the local launcher
-  (the real runtime: ``DistNeighborLoader`` over ``RemoteDistDataset.fetch_node_ids``); seeds/s is
-  over the loader's epoch, excluding start-up. The compute process reports its own peak RSS.
-* ``colocated``: 2 compute machines x 1 process, no storage; each machine holds one partition
-  and samples its own nodes inline (``graphstore.DistDataset``); seeds/s sums both over the slower.
-* ``pyg``: ``torch_geometric.loader.NeighborLoader`` in one process over the same graph (read from
-  the same shards), with the torch-sparse backend.
+  replicated_w1, replicated_w2  embedded Ray (num_cpus = cores) + the trainer's replicated loader
+                                (DistNeighborLoader over ReplicatedDataset: Ray Data, 1 or 2 read
+                                tasks sampling the memory-mapped graph file) in one consumer
+  graph_store                   2 storage processes + 1 compute process through the local
+                                launcher (DistNeighborLoader over RemoteDistDataset), the
+                                loader's default settings
+  colocated                     2 compute machines x 1 process, each sampling its own partition
+  pyg                           torch_geometric NeighborLoader in one process (torch-sparse)
+  pyg_w<cores>                  the same with num_workers = cores (persistent workers)
 
-Compute RSS is measured at graph sizes 1x and 4x (graph-store compute memory should not grow: the
-graph lives on storage).
+Fairness: every mode's whole process tree is pinned (sched_setaffinity) to the same --cores
+CPUs, every process gets OMP_NUM_THREADS = MKL_NUM_THREADS = torch threads = --threads, Ray gets
+num_cpus = --cores. Throughput is over the --epochs timed epochs after --warmup untimed ones
+(start-up excluded; colocated: seeds summed over both machines, per epoch over the slower).
+--repeats R runs every mode once, in order, R times (interleaved); medians, min and max are
+reported. Memory: each process's peak RSS (VmHWM) and peak anonymous RSS (RssAnon: mapped file
+pages, e.g. the graph file's page cache, aside), polled by the driver; "compute" is the largest
+over the processes that consume or sample (not storage, not Ray's or the launcher's own).
 
-usage: python benchmarks/sampling.py [--edges 1000000] [--scales 1,4] [--epochs 2]
-Prints a table and writes benchmarks/results/sampling.json.
+Results: a table with the issue's target ratios (pass / short) and --json (default
+benchmarks/results/sampling.json, written whole at the end) with the machine's cores, the command,
+git commit and date. --sweep-graph-store adds graph-store rows with other loader settings
+(num_workers/worker_concurrency/prefetch_size), interleaved with the rest. --profile-graph-store
+runs nothing else: one graph-store run with py-spy on the storage and compute processes for one
+epoch, printing where the time goes (needs py-spy and ptrace rights).
+
+usage: python benchmarks/sampling.py [--edges 1000000] [--scales 1,4] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
-import resource
+import platform
+import signal
 import subprocess
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+
+import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-FANOUT, BATCH = [10, 5], 512
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _sampling_procs as procs  # noqa: E402
+from _sampling_report import print_table, ratios, summarise  # noqa: E402
+from _sampling_modes import BATCH, FANOUT  # noqa: E402
+
+MODES_PY = Path(__file__).resolve().parent / "_sampling_modes.py"
+DEFAULT_SWEEP = "1/8/8,1/16/16,2/4/4,2/8/8"
 
 
+@dataclass(frozen=True)
+class Mode:
+    """One row of the benchmark: how it is started and what it is given."""
+
+    name: str
+    kind: str  # "launch" (graph_store / colocated through the launcher) or a _sampling_modes role
+    workers: int = 0  # replicated: read tasks; pyg: DataLoader workers
+    colocated: bool = False
+    knobs: dict = field(default_factory=dict)  # graph-store loader settings (none: defaults)
+    processes: str = ""
+
+
+def modes_for(cores: int, sweep: list[tuple[int, int, int]]) -> list[Mode]:
+    """Every mode of a run, in the order they run within a repeat."""
+    out = [Mode(f"replicated_w{k}", "replicated", workers=k,
+                processes=f"1 consumer + {k} Ray read task(s) sampling the mapped file; embedded "
+                          f"Ray num_cpus={cores}, read tasks reserve no CPU") for k in (1, 2)]
+    out += [Mode("graph_store", "launch", processes="2 storage processes (each with the loader's "
+                 "GLT sampling process(es)) + 1 compute process; loader defaults"),
+            Mode("colocated", "launch", colocated=True,
+                 processes="2 compute machines x 1 process, each with 1 GLT sampling process"),
+            Mode("pyg", "pyg", processes="1 process, sampling inline"),
+            Mode(f"pyg_w{cores}", "pyg", workers=cores,
+                 processes=f"1 consumer + {cores} persistent DataLoader workers")]
+    for w, c, p in sweep:
+        out.append(Mode(f"graph_store_w{w}c{c}p{p}", "launch",
+                        knobs={"num_workers": w, "worker_concurrency": c, "prefetch_size": p},
+                        processes=f"as graph_store; num_workers={w} worker_concurrency={c} "
+                                  f"prefetch_size={p}"))
+    return out
+
+
+def parse_sweep(spec: str) -> list[tuple[int, int, int]]:
+    """``"w/c/p,..."`` -> settings; a usage error names the bad item."""
+    out = []
+    for item in filter(None, spec.split(",")):
+        try:
+            w, c, p = (int(v) for v in item.split("/"))
+        except ValueError:
+            raise SystemExit(f"--sweep-graph-store: {item!r} is not num_workers/worker_concurrency/"
+                             "prefetch_size, e.g. 1/8/8") from None
+        if min(w, c, p) < 1:
+            raise SystemExit(f"--sweep-graph-store: {item!r}: every value must be >= 1")
+        out.append((w, c, p))
+    return out
+
+
+# -- preparing the graph ---------------------------------------------------------------------------
 def _task(data: Path, command: str) -> dict:
-    base = __import__("yaml").safe_load((REPO / "configs" / "task_homo.yaml").read_text())
+    import yaml
+
+    base = yaml.safe_load((REPO / "configs" / "task_homo.yaml").read_text())
     base["datasetConfig"]["dataRootUri"] = str(data)
     for stage in ("trainerConfig", "inferencerConfig"):
         base[stage]["command"] = command
@@ -51,170 +129,329 @@ def _resources(colocated: bool) -> dict:
             for k in ("trainer_resource_config", "inferencer_resource_config")}
 
 
-def time_epochs(loader, epochs: int) -> list[dict]:
-    """Seeds, sampled edges and seconds of each epoch over a (homogeneous) neighbour loader."""
-    rows = []
-    for epoch in range(epochs):
-        t0, seeds, edges = time.perf_counter(), 0, 0
-        for batch in loader:
-            seeds += int(batch.batch_size)
-            edges += int(batch.edge_index.size(1))
-        rows.append({"epoch": epoch, "seconds": time.perf_counter() - t0, "seeds": seeds, "edges": edges})
-    return rows
-
-
-def write_result(path: str, rows: list[dict]) -> None:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    Path(path).write_text(json.dumps({"epochs": rows, "peak_rss_mb": rss}))
-
-
-# -- graph-store compute worker (run by the launcher) ---------------------------------------------
-def _gs_worker(local_rank, info, out: str, epochs: int, local_dataset) -> None:
-    import torch.distributed as dist
-
-    from graphstore import (DistNeighborLoader, RemoteDistDataset, init_compute_process,
-                            shutdown_compute_process)
-
-    init_compute_process(local_rank, info)
-    if local_dataset is not None:  # colocated: this machine's own nodes
-        ds, ids = local_dataset, local_dataset.node_ids()
-    else:
-        ds = RemoteDistDataset(info, local_rank)
-        ids = ds.fetch_node_ids(rank=dist.get_rank(), world_size=dist.get_world_size())
-    loader = DistNeighborLoader(ds, FANOUT, ids, batch_size=BATCH, shuffle=True, num_workers=1)
-    rows = time_epochs(loader, epochs)
-    loader.shutdown()
-    write_result(f"{out}.rank{dist.get_rank()}", rows)
-    shutdown_compute_process()
-
-
-def gs_main(out: str, epochs: int) -> int:
-    import torch.multiprocessing as mp
-
-    from graphstore.env import ClusterTopology
-    from graphstore.graph_store_info import agree_on_cluster
-    from graphstore.stage import StageContext
-
-    ctx = StageContext.from_argv()
-    info = agree_on_cluster(ctx, ClusterTopology.from_env(os.environ))
-    local = None
-    if info.colocated:
-        from graphstore import DistDataset
-
-        local = DistDataset.from_shards(ctx.shards_uri, info.machine_index, ctx.storage.storage_args)
-    mp.spawn(_gs_worker, args=(info, out, epochs, local), nprocs=info.num_processes_per_compute)
-    return 0
-
-
-# -- PyG baseline -------------------------------------------------------------------------------
-def pyg_main(shards: str, out: str, epochs: int) -> int:
-    import numpy as np
-    import torch
-    from torch_geometric.data import Data
-    from torch_geometric.loader import NeighborLoader
-
-    from graphstore.shards.reader import ShardSet
-
-    s = ShardSet.open(shards)
-    (et,) = s.manifest.edge_types
-    (nt,) = s.manifest.node_types
-    parts = [s.load_partition(p) for p in range(s.manifest.num_partitions)]
-    src = np.concatenate([p.edges[et].src for p in parts])
-    dst = np.concatenate([p.edges[et].dst for p in parts])
-    n = s.manifest.node_types[nt].count
-    x = np.zeros((n, s.manifest.node_types[nt].feature_dim), np.float32)
-    for p in parts:
-        x[p.nodes[nt].ids] = p.nodes[nt].feats
-    data = Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=n)
-    loader = NeighborLoader(data, num_neighbors=FANOUT, batch_size=BATCH, shuffle=True)
-    write_result(out, time_epochs(loader, epochs))
-    return 0
-
-
-# -- driver ---------------------------------------------------------------------------------------
-def prepare(work: Path, num_edges: int, colocated: bool) -> tuple[Path, Path, Path]:
+def write_configs(root: Path, mode: Mode, command: str) -> tuple[Path, Path]:
     import yaml
 
+    tp, rp = root / f"task_{mode.name}.yaml", root / f"resources_{mode.name}.yaml"
+    tp.write_text(yaml.safe_dump(_task(root / "data", command)))
+    rp.write_text(yaml.safe_dump(_resources(mode.colocated)))
+    return tp, rp
+
+
+def prepare(work: Path, num_edges: int) -> Path:
+    """``work/e<E>/``: the generated tables, the shard set (2 partitions) and the graph file
+    (each made once, reused by later runs)."""
     from graphstore.config import load_config_pair
     from graphstore.datagen import DatasetSpec, generate_dataset
     from graphstore.partition import partition_graph
+    from graphstore.replicated.run_files import write_run_graph_files
+    from graphstore.run_paths import RunPaths
     from graphstore.shards.reader import is_complete
 
     root = work / f"e{num_edges}"
-    data, run = root / "data", root / "run"
-    if not (data / "dataset.json").exists():
-        generate_dataset(DatasetSpec.from_num_edges(num_edges, kind="homo", seed=0), str(data),
-                         overwrite=True)
-    mode = "colocated" if colocated else "graph_store"
-    tp, rp = root / f"task_{mode}.yaml", root / f"resources_{mode}.yaml"
-    out = root / f"{mode}.json"
-    tp.write_text(yaml.safe_dump(_task(data, f"python {__file__} --role graph_store --out {out}")))
-    rp.write_text(yaml.safe_dump(_resources(colocated)))
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / "data" / "dataset.json").exists():
+        generate_dataset(DatasetSpec.from_num_edges(num_edges, kind="homo", seed=0),
+                         str(root / "data"), overwrite=True)
+    tp, rp = write_configs(root, Mode("prepare", "launch"), "python -m components.train")
+    task, _ = load_config_pair(str(tp), str(rp))
+    run = root / "run"
     if not is_complete(str(run / "shards")):
-        task, _ = load_config_pair(str(tp), str(rp))
         partition_graph(task, num_partitions=2, output_uri=str(run / "shards"))
-    return tp, rp, run
+    if not Path(RunPaths(str(run)).features_file).exists():
+        write_run_graph_files(task, str(run))
+    return root
 
 
-def _rate(files: list[Path]) -> dict:
-    """The warm (last) epoch; several ranks: summed seeds and edges over the slowest rank's time."""
-    runs = [json.loads(f.read_text()) for f in files]
-    last = [r["epochs"][-1] for r in runs]
-    seconds = max(e["seconds"] for e in last)
-    seeds, edges = sum(e["seeds"] for e in last), sum(e["edges"] for e in last)
-    return {"seeds_per_s": seeds / seconds, "edges_per_s": edges / seconds, "seeds": seeds,
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
+# -- running one mode -----------------------------------------------------------------------------
+def _consumer_args(a: argparse.Namespace, out: Path) -> list[str]:
+    return ["--out", str(out), "--warmup", str(a.warmup), "--epochs", str(a.epochs),
+            "--threads", str(a.threads), "--cores", str(a.cores)]
 
 
-def _launch(tp: Path, rp: Path, run: Path) -> None:
-    launch = subprocess.run(
-        [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp), "--resource-config",
-         str(rp), "--stage", "train", "--run-dir", str(run), "--timeout-s", "1200"],
-        cwd=REPO, capture_output=True, text=True)
-    if launch.returncode != 0:
-        raise SystemExit(f"launch failed:\n{launch.stdout[-3000:]}\n{launch.stderr[-3000:]}")
+def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Path | None) -> list[str]:
+    from graphstore.run_paths import RunPaths
+
+    run = RunPaths(str(root / "run"))
+    if mode.kind == "launch":
+        cmd = ["python", str(MODES_PY), "graph_store"] + _consumer_args(a, out)
+        for flag, key in (("--gs-workers", "num_workers"), ("--gs-concurrency", "worker_concurrency"),
+                          ("--gs-prefetch", "prefetch_size")):
+            if key in mode.knobs:
+                cmd += [flag, str(mode.knobs[key])]
+        if profile is not None:
+            cmd += ["--profile-dir", str(profile)]
+        tp, rp = write_configs(root, mode, " ".join(cmd))
+        return [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp),
+                "--resource-config", str(rp), "--stage", "train", "--run-dir", str(root / "run"),
+                "--timeout-s", str(a.timeout_s)]
+    argv = [sys.executable, str(MODES_PY), mode.kind] + _consumer_args(a, out) + \
+        ["--workers", str(mode.workers)]
+    if mode.kind == "replicated":
+        return argv + ["--graph", run.graph_file, "--features", run.features_file]
+    return argv + ["--shards", run.shards]
+
+
+def _stop_tree(proc: subprocess.Popen) -> None:
+    """End a run we started (its own session): SIGTERM, then SIGKILL after 30 s."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_mode(a: argparse.Namespace, mode: Mode, root: Path, tag: str,
+             profile: Path | None = None, during=None) -> dict:
+    """Run ``mode`` once on the graph under ``root``; its throughput and memory."""
+    out = root / f"{mode.name}.{tag}.json"
+    for old in root.glob(f"{out.name}*"):
+        old.unlink()
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    log_path = root / f"{mode.name}.{tag}.log"
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(_argv(a, mode, root, out, profile), cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: os.sched_setaffinity(0, a.cpu_set))
+        mem = procs.TreeMemory(proc.pid).start()
+        try:
+            if during is not None:
+                during(proc)
+            rc = proc.wait(a.timeout_s)
+        except BaseException:
+            _stop_tree(proc)
+            raise
+        finally:
+            peaks = mem.stop()
+    if rc != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{mode.name} ({tag}) failed with exit code {rc}; log {log_path}:\n{tail}")
+    results = [json.loads(f.read_text()) for f in sorted(root.glob(f"{out.name}*"))
+               if not f.name.endswith(".tmp")]
+    if not results:
+        raise SystemExit(f"{mode.name} ({tag}) exited 0 but wrote no result {out}; log {log_path}")
+    procs.label(peaks, {r["pid"] for r in results})
+    return summarise_run(mode, results, peaks) | {"wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def summarise_run(mode: Mode, results: list[dict], peaks: list) -> dict:
+    """Seeds/s and edges/s over the timed epochs (several consumers: summed per epoch over the
+    slowest), memory per role."""
+    timed = [[e for e in r["epochs"] if not e["warmup"]] for r in results]
+    seconds = [max(t[i]["seconds"] for t in timed) for i in range(len(timed[0]))]
+    seeds = [sum(t[i]["seeds"] for t in timed) for i in range(len(timed[0]))]
+    edges = [sum(t[i]["edges"] for t in timed) for i in range(len(timed[0]))]
+    compute = [p for p in peaks if p.role in ("consumer", "sampler", "machine")]
+    storage = [p for p in peaks if p.role == "storage"]
+    roles: dict[str, int] = {}
+    cpu: dict[str, float] = {}
+    for p in peaks:
+        roles[p.role] = roles.get(p.role, 0) + 1
+        cpu[p.role] = round(cpu.get(p.role, 0.0) + p.cpu_s, 1)
+    mx = lambda ps, key: round(max((getattr(p, key) for p in ps), default=0.0), 1)  # noqa: E731
+    return {"mode": mode.name, "seeds_per_s": sum(seeds) / sum(seconds),
+            "edges_per_s": sum(edges) / sum(seconds), "seeds_per_epoch": seeds[0],
+            "edges_per_seed": round(sum(edges) / max(1, sum(seeds)), 2),
+            "epoch_seconds": [round(s, 3) for s in seconds],
+            "threads": sorted({r["threads"] for r in results}),
+            "settings": results[0]["settings"],
+            "compute_peak_rss_mb": mx(compute, "peak_rss_mb"),
+            "compute_peak_anon_mb": mx(compute, "peak_anon_mb"),
+            "consumer_peak_rss_mb": mx([p for p in peaks if p.role == "consumer"], "peak_rss_mb"),
+            "storage_peak_rss_mb": mx(storage, "peak_rss_mb"),
+            "storage_peak_anon_mb": mx(storage, "peak_anon_mb"),
+            "processes": roles, "cpu_s_by_role": cpu}
+
+
+def _machine(a: argparse.Namespace) -> dict:
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"cpu_count": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)),
+            "cores_given_each_mode": a.cores, "cpu_set": a.cpu_set, "platform": platform.platform(),
+            "python": platform.python_version(),
+            "versions": {p: version(p) for p in ("torch", "torch-geometric", "torch-sparse",
+                                                 "graphlearn-torch", "ray")}}
+
+
+def _git() -> dict:
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    changed = git("status", "--porcelain", "--", "graphstore", "pipeline", "components", "benchmarks")
+    return {"commit": git("rev-parse", "HEAD"), "uncommitted_code_changes": changed.splitlines()}
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+# -- profile ---------------------------------------------------------------------------------------
+def profile_graph_store(a: argparse.Namespace, root: Path) -> int:
+    """One graph-store run; py-spy on its storage and compute processes for one timed epoch."""
+    py_spy = procs.find_py_spy(a.py_spy)
+    if py_spy is None:
+        print(f"py-spy not found ({a.py_spy or 'not on PATH'}): install it (pip install py-spy) "
+              "or give --py-spy PATH", file=sys.stderr)
+        return 2
+    marks = root / "profile"
+    marks.mkdir(exist_ok=True)
+    for f in marks.iterdir():
+        f.unlink()
+    spies: dict[str, tuple] = {}
+
+    def during(proc: subprocess.Popen) -> None:
+        while not (marks / "start").exists():
+            if proc.poll() is not None:
+                return
+            time.sleep(0.1)
+        tree = [proc] + psutil.Process(proc.pid).children(recursive=True)
+        targets = {}
+        for p in tree[1:]:
+            cmd = " ".join(p.cmdline())
+            if "components.storage" in cmd and "components.storage" not in " ".join(p.parent().cmdline()):
+                targets[f"storage_{len([t for t in targets if t.startswith('storage')])}"] = p.pid
+            elif "_sampling_modes.py graph_store" in cmd:
+                targets["compute"] = p.pid
+        for name, pid in targets.items():
+            spies[name] = (procs.record(py_spy, pid, marks / f"{name}.raw", a.profile_rate), pid)
+        time.sleep(2.0)  # attach before the epoch starts
+        (marks / "go").write_text("")
+        while not (marks / "end").exists() and proc.poll() is None:
+            time.sleep(0.1)
+        for name, (spy, _) in spies.items():
+            msg = procs.finish(spy).strip().splitlines()
+            print(f"# py-spy {name}: {msg[-1] if msg else ''}")
+
+    mode = Mode("graph_store", "launch")
+    res = run_mode(a, mode, root, "profile", profile=marks, during=during)
+    groups: dict[str, object] = {}
+    for group in ("storage", "compute"):
+        stacks = sum((procs.read_raw(marks / f"{n}.raw") for n in spies if n.startswith(group)),
+                     start=Counter())
+        groups[group] = procs.summarise(stacks)
+        procs.print_summary(f"{group} ({', '.join(str(spies[n][1]) for n in spies if n.startswith(group))})",
+                            groups[group])
+    print(f"\nprofiled epoch: {res['epoch_seconds'][0]:.2f} s, {res['seeds_per_s']:,.0f} seeds/s "
+          f"(with py-spy attached); raw stacks under {marks}")
+    _write_json(marks / "summary.json", {"run": res, "profiles": groups})
+    return 0
+
+
+# -- main ------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    cpus = len(os.sched_getaffinity(0))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--edges", type=int, default=1_000_000, help="edges of the 1x graph (nodes: edges/10)")
+    ap.add_argument("--scales", default="1,4", help="graph sizes as multiples of --edges, comma-separated")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of every mode")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed epochs before the timed ones")
+    ap.add_argument("--epochs", type=int, default=2, help="timed epochs per run")
+    ap.add_argument("--cores", type=int, default=cpus,
+                    help=f"CPUs every mode is pinned to, and Ray's num_cpus (default: all {cpus} allowed)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OMP/MKL/torch threads of every process (default: --cores, torch's own default)")
+    ap.add_argument("--modes", default=None,
+                    help="comma-separated subset of the modes to run (default: all; names in the docs above)")
+    ap.add_argument("--sweep-graph-store", nargs="?", const=DEFAULT_SWEEP, default="", metavar="W/C/P,...",
+                    help="also run graph_store with these loader settings num_workers/worker_concurrency/"
+                         f"prefetch_size (default when given without a value: {DEFAULT_SWEEP})")
+    ap.add_argument("--profile-graph-store", action="store_true",
+                    help="only profile one graph-store epoch with py-spy (storage and compute "
+                         "processes; first scale) and print the top frames by category")
+    ap.add_argument("--py-spy", default=None, help="py-spy executable (default: py-spy on PATH)")
+    ap.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    ap.add_argument("--timeout-s", type=int, default=1800, help="a run still going after this fails")
+    ap.add_argument("--work", default=str(REPO / ".data" / "bench-sampling"),
+                    help="graphs, configs, logs and per-run results (reused across runs)")
+    ap.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "sampling.json"),
+                    help="where the results JSON goes (written at the end)")
+    return ap
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--edges", type=int, default=1_000_000)
-    ap.add_argument("--scales", default="1,4")
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--work", default=str(REPO / ".data" / "bench-sampling"))
-    ap.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "sampling.json"))
-    ap.add_argument("--role", choices=("graph_store", "pyg"), help=argparse.SUPPRESS)
-    ap.add_argument("--out", help=argparse.SUPPRESS)
-    ap.add_argument("--shards", help=argparse.SUPPRESS)
-    a, _ = ap.parse_known_args()
-    if a.role == "graph_store":
-        return gs_main(a.out, a.epochs)
-    if a.role == "pyg":
-        return pyg_main(a.shards, a.out, a.epochs)
+    ap = build_parser()
+    a = ap.parse_args()
+    try:
+        scales = [int(s) for s in a.scales.split(",")]
+    except ValueError:
+        ap.error(f"--scales {a.scales!r}: give comma-separated integers, e.g. 1,4")
+    if min(scales + [a.edges, a.repeats, a.epochs, a.cores]) < 1 or a.warmup < 0:
+        ap.error("--edges, --scales, --repeats, --epochs and --cores must be >= 1, --warmup >= 0")
+    allowed = sorted(os.sched_getaffinity(0))
+    if a.cores > len(allowed):
+        ap.error(f"--cores {a.cores}: this process may use only {len(allowed)} CPUs")
+    a.cpu_set, a.threads = allowed[:a.cores], a.threads or a.cores
+    try:
+        modes = modes_for(a.cores, parse_sweep(a.sweep_graph_store))
+    except SystemExit as e:
+        ap.error(str(e))
+    if a.modes:
+        wanted = a.modes.split(",")
+        unknown = [m for m in wanted if m not in {m.name for m in modes}]
+        if unknown:
+            ap.error(f"--modes: unknown {unknown}; choose from {[m.name for m in modes]}")
+        modes = [m for m in modes if m.name in wanted or m.name.startswith("graph_store_")]
     work = Path(a.work)
-    results = []
-    print(f"{'edges':>10} {'mode':>12} {'seeds/s':>10} {'edges/s':>12} {'vs pyg':>7} {'compute_rss_mb':>15}")
-    for scale in (int(s) for s in a.scales.split(",")):
-        num_edges = a.edges * scale
-        rates = {}
-        for mode in ("graph_store", "colocated"):
-            tp, rp, run = prepare(work, num_edges, colocated=mode == "colocated")
-            for f in tp.parent.glob(f"{mode}.json.rank*"):
-                f.unlink()
-            _launch(tp, rp, run)
-            rates[mode] = _rate(sorted(tp.parent.glob(f"{mode}.json.rank*")))
-        pyg_out = tp.parent / "pyg.json"
-        subprocess.run([sys.executable, __file__, "--role", "pyg", "--shards", str(run / "shards"),
-                        "--out", str(pyg_out), "--epochs", str(a.epochs)], check=True, cwd=REPO)
-        rates["pyg"] = _rate([pyg_out])
-        pyg = rates["pyg"]
-        for mode, r in rates.items():
-            ratio = r["seeds_per_s"] / pyg["seeds_per_s"]
-            print(f"{num_edges:>10,} {mode:>12} {r['seeds_per_s']:10,.0f} {r['edges_per_s']:12,.0f} "
-                  f"{ratio:6.2f}x {r['peak_rss_mb']:15,.0f}", flush=True)
-            results.append({"edges": num_edges, "mode": mode, **r})
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(json.dumps({"fanout": FANOUT, "batch": BATCH, "results": results}, indent=1))
-    print(f"# wrote {a.json}")
+    t_start = time.perf_counter()
+    roots = {}
+    for scale in scales:
+        t0 = time.perf_counter()
+        roots[scale] = prepare(work, a.edges * scale)
+        print(f"# prepared {a.edges * scale:,} edges in {time.perf_counter() - t0:.0f} s: {roots[scale]}",
+              flush=True)
+    if a.profile_graph_store:
+        return profile_graph_store(a, roots[scales[0]])
+    load_before = os.getloadavg()
+    runs = []
+    for scale in scales:
+        for rep in range(a.repeats):
+            for mode in modes:
+                r = run_mode(a, mode, roots[scale], f"r{rep}")
+                runs.append(r | {"scale": scale, "edges": a.edges * scale, "repeat": rep})
+                print(f"# {a.edges * scale:>10,} {mode.name:<24} repeat {rep}: {r['seeds_per_s']:>9,.0f} "
+                      f"seeds/s, compute peak {r['compute_peak_rss_mb']:,.0f} MB, run {r['wall_s']} s",
+                      flush=True)
+    summary = summarise(runs)
+    rat = ratios(summary)
+    nodes = {s: a.edges * s // 10 for s in scales}
+    odd = [f"{r['mode']}@{r['scale']}x: {r['seeds_per_epoch']}" for r in summary
+           if r["seeds_per_epoch"] != nodes[r["scale"]]]
+    if odd:
+        print(f"# warning: seeds per epoch differ from the node count: {', '.join(odd)}")
+    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "command": " ".join([Path(sys.executable).name] + sys.argv), "git": _git(),
+           "machine": _machine(a), "load_avg_1_5_15": {"before": load_before, "after": os.getloadavg()},
+           "graph": {"kind": "homo", "edges_1x": a.edges, "nodes_1x": a.edges // 10,
+                     "scales": scales, "features": 16, "fanout": FANOUT, "batch_size": BATCH,
+                     "sample_edge_direction": "in", "seeds": "every node once per epoch, shuffled"},
+           "fairness": {"cpu_set": a.cpu_set, "threads_per_process": a.threads,
+                        "how": f"every mode's process tree pinned (sched_setaffinity) to CPUs {a.cpu_set}; "
+                               f"OMP_NUM_THREADS=MKL_NUM_THREADS={a.threads} and torch.set_num_threads"
+                               f"({a.threads}) in every process; Ray num_cpus={a.cores}",
+                        "modes": {m.name: m.processes for m in modes}},
+           "timing": {"warmup_epochs": a.warmup, "timed_epochs": a.epochs, "repeats": a.repeats,
+                      "order": "interleaved: every mode once per repeat", "statistic": "median (min, max)"},
+           "memory": "per process: peak RSS (VmHWM) and peak RssAnon (polled every 0.25 s); compute = "
+                     "the largest over consumer and sampler processes",
+           "summary": summary, "ratios": rat, "runs": runs,
+           "total_seconds": round(time.perf_counter() - t_start, 1)}
+    print_table(summary, rat, doc["fairness"], doc["timing"])
+    _write_json(Path(a.json), doc)
+    print(f"# wrote {a.json} ({doc['total_seconds']:.0f} s in all)")
     return 0
 
 

@@ -1,0 +1,101 @@
+"""Reporting of benchmarks/sampling.py: medians per mode, the issue's target ratios, the table.
+
+Statistics are over the interleaved repeats of a mode at one graph size: the median, with the
+minimum and maximum of the rates. Ratios are of medians. Targets (issue 14 item 7, on a 2-core
+machine): replicated (1 worker) >= 1.5x graph-store seeds/s; the best replicated row >= 1.0x the
+best PyG row; 2 replicated workers >= 1.7x one; graph-store >= 1.0x PyG in one process;
+replicated per-worker peak memory from the smallest to the largest graph within 10% (given for
+both RSS and anonymous RSS, since a mapped graph file's touched pages count in RSS).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+TARGETS = [  # (name, numerator, denominator, minimum) of the issue's throughput targets
+    ("replicated_w1 / graph_store seeds/s", "replicated_w1", "graph_store", 1.5),
+    ("best replicated / best pyg seeds/s", "best:replicated", "best:pyg", 1.0),
+    ("replicated_w2 / replicated_w1 seeds/s", "replicated_w2", "replicated_w1", 1.7),
+    ("graph_store / pyg (one process) seeds/s", "graph_store", "pyg", 1.0),
+]
+RSS_TARGET = 1.10  # replicated: per-worker peak at the largest scale / at the smallest
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Per (scale, mode): medians over the repeats, with min and max of the rates."""
+    out = []
+    for key in dict.fromkeys((r["scale"], r["mode"]) for r in runs):
+        rs = [r for r in runs if (r["scale"], r["mode"]) == key]
+        row = {"scale": key[0], "edges": rs[0]["edges"], "mode": key[1], "repeats": len(rs)}
+        for k in ("seeds_per_s", "edges_per_s"):
+            vals = [r[k] for r in rs]
+            row |= {k: statistics.median(vals), f"{k}_min": min(vals), f"{k}_max": max(vals)}
+        for k in ("edges_per_seed", "compute_peak_rss_mb", "compute_peak_anon_mb",
+                  "consumer_peak_rss_mb", "storage_peak_rss_mb", "storage_peak_anon_mb"):
+            row[k] = statistics.median(r[k] for r in rs)
+        row |= {"seeds_per_epoch": rs[0]["seeds_per_epoch"], "processes": rs[0]["processes"],
+                "settings": rs[0]["settings"]}
+        out.append(row)
+    return out
+
+
+def _pick(rows: dict[str, dict], ref: str) -> tuple[str, float] | None:
+    if ref.startswith("best:"):
+        cands = [(m, r["seeds_per_s"]) for m, r in rows.items()
+                 if m.startswith(ref[5:]) and not m.startswith("graph_store_")]
+        return max(cands, key=lambda c: c[1]) if cands else None
+    return (ref, rows[ref]["seeds_per_s"]) if ref in rows else None
+
+
+def ratios(summary: list[dict]) -> list[dict]:
+    """The issue's target ratios (medians), per scale, and per-worker memory growth per mode."""
+    out = []
+    scales = sorted({r["scale"] for r in summary})
+    for scale in scales:
+        rows = {r["mode"]: r for r in summary if r["scale"] == scale}
+        for name, num, den, target in TARGETS:
+            n, d = _pick(rows, num), _pick(rows, den)
+            value = n[1] / d[1] if n and d else None
+            out.append({"ratio": name, "scale": scale, "value": value, "target": f">= {target}",
+                        "of": f"{n[0]} / {d[0]}" if n and d else "not measured",
+                        "status": "n/a" if value is None else ("pass" if value >= target else "short")})
+    if len(scales) > 1:
+        lo, hi = scales[0], scales[-1]
+        for mode in dict.fromkeys(r["mode"] for r in summary):
+            a = next((r for r in summary if r["mode"] == mode and r["scale"] == lo), None)
+            b = next((r for r in summary if r["mode"] == mode and r["scale"] == hi), None)
+            if not a or not b:
+                continue
+            for key, what in (("compute_peak_rss_mb", "RSS"), ("compute_peak_anon_mb", "anon RSS")):
+                value = b[key] / a[key] if a[key] else None
+                target = mode.startswith("replicated")
+                out.append({"ratio": f"{mode} per-worker peak {what} {hi}x / {lo}x", "scale": hi,
+                            "value": value, "target": f"<= {RSS_TARGET}" if target else "-",
+                            "of": f"{b[key]:.0f} / {a[key]:.0f} MB",
+                            "status": ("n/a" if value is None or not target else
+                                       "pass" if value <= RSS_TARGET else "short")})
+    return out
+
+
+def print_table(summary: list[dict], rat: list[dict], fairness: dict, timing: dict) -> None:
+    """The results table, how every mode was given the same cores, and the ratios."""
+    print(f"\nevery mode: {fairness['how']}; median (min-max) of {timing['repeats']} interleaved "
+          f"repeats, {timing['timed_epochs']} timed epochs after {timing['warmup_epochs']} warm-up")
+    for mode, how in fairness["modes"].items():
+        print(f"  {mode:<24} {how}")
+    print("compute MB / anon MB: the largest peak RSS / anonymous RSS of one consuming or sampling "
+          "process; storage MB: of one storage process")
+    print(f"\n{'edges':>10} {'mode':<24} {'seeds/s (min-max)':>26} {'edges/s':>11} {'e/seed':>6} "
+          f"{'compute MB':>10} {'anon MB':>8} {'storage MB':>10}")
+    for r in summary:
+        print(f"{r['edges']:>10,} {r['mode']:<24} {r['seeds_per_s']:>9,.0f} "
+              f"({r['seeds_per_s_min']:>6,.0f}-{r['seeds_per_s_max']:>6,.0f}) "
+              f"{r['edges_per_s']:>11,.0f} {r['edges_per_seed']:>6.1f} "
+              f"{r['compute_peak_rss_mb']:>10,.0f} {r['compute_peak_anon_mb']:>8,.0f} "
+              f"{r['storage_peak_rss_mb']:>10,.0f}")
+    print(f"\n{'ratio (medians)':<52} {'scale':>5} {'value':>7} {'target':>8}  status  of")
+    for r in rat:
+        v = "-" if r["value"] is None else f"{r['value']:.2f}"
+        print(f"{r['ratio']:<52} {r['scale']:>5} {v:>7} {r['target']:>8}  {r['status']:<6}  {r['of']}")
+
+
