@@ -1,4 +1,4 @@
-"""Process-side helpers of benchmarks/sampling.py: peak memory of a process tree, py-spy profiles.
+"""Peak memory of a process tree, for benchmarks/sampling.py.
 
 :class:`TreeMemory` polls every process under a root pid (the mode's subprocess: the launcher
 with its storage and compute processes, an embedded Ray with its workers, a PyG process with its
@@ -8,24 +8,14 @@ peak RSS (``VmHWM``, the kernel's own high-water mark, read at every poll) and t
 page cache is not counted; sampled, so a peak shorter than the poll interval can be missed), and
 its CPU seconds as last seen. A process that lives less than a rescan interval can be missed.
 :func:`label` names each process's role (consumer, sampler, storage, machine, system).
-
-py-spy (:func:`record`, :func:`summarise`): ``py-spy record --format raw --subprocesses
---nonblocking`` on a process and its children; the samples are grouped by the innermost frame
-that a rule of :data:`CATEGORIES` matches (else ``other``). py-spy leaves idle threads out.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import signal
-import subprocess
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import psutil
 
@@ -158,104 +148,3 @@ def label(procs: list[ProcPeak], consumers: set[int]) -> list[ProcPeak]:
         elif "_sampling_modes.py graph_store" in p.cmdline:
             p.role = "machine"
     return procs
-
-
-# -- py-spy --------------------------------------------------------------------------------------
-CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
-    ("collation", ("collate", "to_data", "to_hetero_data", "_to_pyg", "finish_batch",
-                   "torch_geometric/", "graphstore/loaders.py")),
-    ("serialisation", ("pickle", "serializ", "reductions.py", "dumps", "loads", "_rebuild",
-                       "shm", "channel", "SampleMessage", "to_msg", "message")),
-    ("RPC", ("distributed/rpc", "rpc_", "_rpc", "rpc.py", "request_server", "async_request",
-             "dist_client", "dist_server", "futures", "concurrent/", "asyncio")),
-    ("storage sampling", ("graphlearn_torch/sampler", "sample_from", "sample_one_hop", "_sample",
-                          "neighbor_sampler", "dist_neighbor_sampler", "graphlearn_torch/data",
-                          "dist_feature", "feature.py", "torch_sparse", "graphstore/storage")),
-]
-"""Rules, tried on every frame of a stack from the innermost outwards; the first frame that
-one rule's fragment matches decides the sample's category. Within a frame the rules are tried
-in this order."""
-
-
-def find_py_spy(given: str | None) -> str | None:
-    """``given`` (a path or a name on PATH), else ``py-spy`` on PATH; None when not found."""
-    if given:
-        return given if Path(given).is_file() else shutil.which(given)
-    return shutil.which("py-spy")
-
-
-def record(py_spy: str, pid: int, out: Path, rate: int = 100) -> subprocess.Popen:
-    """Start py-spy on ``pid`` and its subprocesses (raw collapsed stacks to ``out``); end it
-    with :func:`finish`."""
-    return subprocess.Popen([py_spy, "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
-                             "--rate", str(rate), "--format", "raw", "--output", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish(proc: subprocess.Popen, timeout_s: float = 60.0) -> str:
-    """Stop a py-spy started by :func:`record` (SIGINT: it writes its output) and return its
-    messages."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return out or ""
-
-
-_PROCESS = re.compile(r'process \d+:"[^"]*";', re.S)
-_RECORD = re.compile(r"^(.*) (\d+)$")
-
-
-def read_raw(path: Path) -> Counter:
-    """``{stack (outermost first, frames as 'func (file:line)'): samples}`` of a raw py-spy file
-    (process prefixes removed: their command lines may hold newlines and ';')."""
-    stacks: Counter = Counter()
-    if not path.exists():
-        return stacks
-    text = _PROCESS.sub("", path.read_text(errors="replace"))
-    for line in text.splitlines():
-        m = _RECORD.match(line.strip())
-        if m:
-            stacks[tuple(f for f in m.group(1).split(";") if f)] += int(m.group(2))
-    return stacks
-
-
-def category(stack: tuple[str, ...]) -> str:
-    """The category of one stack (:data:`CATEGORIES`)."""
-    for frame in reversed(stack):
-        for name, marks in CATEGORIES:
-            if any(m in frame for m in marks):
-                return name
-    return "other"
-
-
-def summarise(stacks: Counter, top: int = 3) -> dict:
-    """Samples per category with their top leaf frames, and the top leaf frames overall."""
-    total = sum(stacks.values())
-    cats: dict[str, Counter] = {name: Counter() for name, _ in CATEGORIES + [("other", ())]}
-    leaves: Counter = Counter()
-    for stack, n in stacks.items():
-        leaf = stack[-1] if stack else "?"
-        cats[category(stack)][leaf] += n
-        leaves[(leaf, category(stack))] += n
-    return {"samples": total,
-            "categories": {name: {"samples": sum(c.values()),
-                                  "share": round(sum(c.values()) / total, 3) if total else 0.0,
-                                  "top": [[f, n] for f, n in c.most_common(top)]}
-                           for name, c in cats.items()},
-            "top_frames": [[f, cat, n] for (f, cat), n in leaves.most_common(12)]}
-
-
-def print_summary(name: str, s: dict) -> None:
-    """One process group's profile (:func:`summarise`) as text."""
-    print(f"\n## {name}: {s['samples']} samples (active threads only)")
-    for cat, c in sorted(s["categories"].items(), key=lambda kv: -kv[1]["samples"]):
-        print(f"  {cat:<17} {c['share'] * 100:5.1f}%  {c['samples']:>7}")
-        for frame, n in c["top"]:
-            print(f"      {n:>7}  {frame}")
-    print("  top frames:")
-    for frame, cat, n in s["top_frames"]:
-        print(f"    {n:>7}  [{cat}] {frame}")

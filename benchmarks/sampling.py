@@ -44,17 +44,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-
-import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sampling_procs as procs  # noqa: E402
+from _sampling_profile import profile_graph_store  # noqa: E402
 from _sampling_report import print_table, ratios, summarise  # noqa: E402
 from _sampling_modes import BATCH, FANOUT  # noqa: E402
 
@@ -299,58 +297,6 @@ def _write_json(path: Path, doc: dict) -> None:
     tmp.replace(path)
 
 
-# -- profile ---------------------------------------------------------------------------------------
-def profile_graph_store(a: argparse.Namespace, root: Path) -> int:
-    """One graph-store run; py-spy on its storage and compute processes for one timed epoch."""
-    py_spy = procs.find_py_spy(a.py_spy)
-    if py_spy is None:
-        print(f"py-spy not found ({a.py_spy or 'not on PATH'}): install it (pip install py-spy) "
-              "or give --py-spy PATH", file=sys.stderr)
-        return 2
-    marks = root / "profile"
-    marks.mkdir(exist_ok=True)
-    for f in marks.iterdir():
-        f.unlink()
-    spies: dict[str, tuple] = {}
-
-    def during(proc: subprocess.Popen) -> None:
-        while not (marks / "start").exists():
-            if proc.poll() is not None:
-                return
-            time.sleep(0.1)
-        tree = [proc] + psutil.Process(proc.pid).children(recursive=True)
-        targets = {}
-        for p in tree[1:]:
-            cmd = " ".join(p.cmdline())
-            if "components.storage" in cmd and "components.storage" not in " ".join(p.parent().cmdline()):
-                targets[f"storage_{len([t for t in targets if t.startswith('storage')])}"] = p.pid
-            elif "_sampling_modes.py graph_store" in cmd:
-                targets["compute"] = p.pid
-        for name, pid in targets.items():
-            spies[name] = (procs.record(py_spy, pid, marks / f"{name}.raw", a.profile_rate), pid)
-        time.sleep(2.0)  # attach before the epoch starts
-        (marks / "go").write_text("")
-        while not (marks / "end").exists() and proc.poll() is None:
-            time.sleep(0.1)
-        for name, (spy, _) in spies.items():
-            msg = procs.finish(spy).strip().splitlines()
-            print(f"# py-spy {name}: {msg[-1] if msg else ''}")
-
-    mode = Mode("graph_store", "launch")
-    res = run_mode(a, mode, root, "profile", profile=marks, during=during)
-    groups: dict[str, object] = {}
-    for group in ("storage", "compute"):
-        stacks = sum((procs.read_raw(marks / f"{n}.raw") for n in spies if n.startswith(group)),
-                     start=Counter())
-        groups[group] = procs.summarise(stacks)
-        procs.print_summary(f"{group} ({', '.join(str(spies[n][1]) for n in spies if n.startswith(group))})",
-                            groups[group])
-    print(f"\nprofiled epoch: {res['epoch_seconds'][0]:.2f} s, {res['seeds_per_s']:,.0f} seeds/s "
-          f"(with py-spy attached); raw stacks under {marks}")
-    _write_json(marks / "summary.json", {"run": res, "profiles": groups})
-    return 0
-
-
 # -- main ------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     cpus = len(os.sched_getaffinity(0))
@@ -414,7 +360,7 @@ def main() -> int:
         print(f"# prepared {a.edges * scale:,} edges in {time.perf_counter() - t0:.0f} s: {roots[scale]}",
               flush=True)
     if a.profile_graph_store:
-        return profile_graph_store(a, roots[scales[0]])
+        return profile_graph_store(a, roots[scales[0]], run_mode, Mode("graph_store", "launch"))
     load_before = os.getloadavg()
     runs = []
     for scale in scales:
