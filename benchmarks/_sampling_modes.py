@@ -89,6 +89,17 @@ def write_result(path: str, rows: list[dict], settings: dict) -> None:
     tmp.replace(path)
 
 
+def loader_defaults() -> dict:
+    """``DistNeighborLoader``'s own defaults of its sampling knobs (what a row without settings
+    gets)."""
+    import inspect
+
+    from graphstore import DistNeighborLoader
+
+    params = inspect.signature(DistNeighborLoader.__init__).parameters
+    return {k: params[k].default for k in ("num_workers", "worker_concurrency", "prefetch_size")}
+
+
 def _set_threads(threads: int) -> None:
     import torch
 
@@ -119,10 +130,10 @@ def _gs_worker(local_rank: int, info: Any, a: argparse.Namespace, local_dataset:
         ids = ds.fetch_node_ids(rank=rank, world_size=dist.get_world_size())
     knobs = _loader_knobs(a)
     loader = DistNeighborLoader(ds, FANOUT, ids, batch_size=BATCH, shuffle=True, random_seed=rank,
-                                **({"num_workers": 1} | knobs))
+                                **knobs)
     rows = time_epochs(loader, a.warmup, a.epochs, profile_hook(a.profile_dir) if rank == 0 else None)
     loader.shutdown()
-    write_result(f"{a.out}.rank{rank}", rows, {"num_workers": 1} | knobs)
+    write_result(f"{a.out}.rank{rank}", rows, loader_defaults() | knobs)
     shutdown_compute_process()
 
 
@@ -169,7 +180,7 @@ def replicated_main(a: argparse.Namespace) -> int:
         rows = time_epochs(loader, a.warmup, a.epochs)
         loader.shutdown()
         write_result(a.out, rows, {"read_tasks": a.workers, "ray_num_cpus": a.cores,
-                                   "prefetch_size": "loader default"})
+                                   "prefetch_size": loader_defaults()["prefetch_size"]})
     finally:
         ray.shutdown()
     return 0

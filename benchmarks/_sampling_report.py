@@ -59,6 +59,11 @@ def ratios(summary: list[dict]) -> list[dict]:
             out.append({"ratio": name, "scale": scale, "value": value, "target": f">= {target}",
                         "of": f"{n[0]} / {d[0]}" if n and d else "not measured",
                         "status": "n/a" if value is None else ("pass" if value >= target else "short")})
+        for mode, r in rows.items():  # --sweep-graph-store rows against the defaults' row
+            if mode.startswith("graph_store_") and "graph_store" in rows:
+                out.append({"ratio": f"{mode} / graph_store seeds/s", "scale": scale,
+                            "value": r["seeds_per_s"] / rows["graph_store"]["seeds_per_s"],
+                            "target": "-", "of": f"settings {r['settings']}", "status": "n/a"})
     if len(scales) > 1:
         lo, hi = scales[0], scales[-1]
         for mode in dict.fromkeys(r["mode"] for r in summary):
