@@ -82,18 +82,22 @@ class TreeMemory:
         return self
 
     def _scan(self) -> None:
+        """Find new processes; re-read every command line (a Ray worker renames itself
+        ``ray::...`` after it starts)."""
         try:
             root = psutil.Process(self.root)
             found = [root] + root.children(recursive=True)
         except psutil.Error:
             return
         for p in found:
-            if p.pid not in self.procs:
-                try:
-                    cmd = " ".join(p.cmdline()) or p.name()
+            try:
+                cmd = " ".join(p.cmdline()) or p.name()
+                if p.pid not in self.procs:
                     self.procs[p.pid] = ProcPeak(p.pid, p.ppid(), cmd)
-                except psutil.Error:
-                    continue
+                else:
+                    self.procs[p.pid].cmdline = cmd
+            except psutil.Error:
+                continue
 
     def _poll(self) -> None:
         for peak in self.procs.values():
@@ -121,7 +125,7 @@ class TreeMemory:
 
 def label(procs: list[ProcPeak], consumers: set[int]) -> list[ProcPeak]:
     """Set each process's ``role``: ``consumer`` (iterates the loader and writes a result),
-    ``sampler`` (a Ray worker, or any descendant of a consumer: DataLoader / GLT sampling
+    ``sampler`` (a Ray worker process, or any descendant of a consumer: DataLoader / GLT sampling
     processes), ``storage`` (a storage process and its descendants), ``system`` (launcher, Ray's
     own processes, trackers), ``machine`` (a compute machine's parent), else ``other``."""
     by_pid = {p.pid: p for p in procs}
@@ -137,7 +141,7 @@ def label(procs: list[ProcPeak], consumers: set[int]) -> list[ProcPeak]:
         up = list(ancestors(p))
         if p.pid in consumers:
             p.role = "consumer"
-        elif p.cmdline.startswith("ray::"):
+        elif p.cmdline.startswith("ray::") or "workers/default_worker.py" in p.cmdline:
             p.role = "sampler"
         elif any(m in p.cmdline for m in SYSTEM_MARKS):
             p.role = "system"

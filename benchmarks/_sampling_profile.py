@@ -154,12 +154,8 @@ def _sides(root: psutil.Process) -> dict[int, tuple[str, str]]:
 
 
 def profile_graph_store(a: argparse.Namespace, root: Path, run_mode: Callable, mode) -> int:
-    """The ``--profile-graph-store`` run (module docs); 2 when py-spy is missing."""
+    """The ``--profile-graph-store`` run (module docs); py-spy must be found (checked before)."""
     py_spy = find_py_spy(a.py_spy)
-    if py_spy is None:
-        print(f"py-spy not found ({a.py_spy or 'none on PATH'}): install it (pip install py-spy) "
-              "or give --py-spy PATH", flush=True)
-        return 2
     marks = root / "profile"
     marks.mkdir(exist_ok=True)
     for f in marks.iterdir():

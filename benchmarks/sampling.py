@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sampling_procs as procs  # noqa: E402
-from _sampling_profile import profile_graph_store  # noqa: E402
+from _sampling_profile import find_py_spy, profile_graph_store  # noqa: E402
 from _sampling_report import print_table, ratios, summarise  # noqa: E402
 from _sampling_modes import BATCH, FANOUT  # noqa: E402
 
@@ -99,10 +99,10 @@ def parse_sweep(spec: str) -> list[tuple[int, int, int]]:
         try:
             w, c, p = (int(v) for v in item.split("/"))
         except ValueError:
-            raise SystemExit(f"--sweep-graph-store: {item!r} is not num_workers/worker_concurrency/"
-                             "prefetch_size, e.g. 1/8/8") from None
+            usage_error(f"--sweep-graph-store: {item!r} is not num_workers/worker_concurrency/"
+                        "prefetch_size, e.g. 1/8/8")
         if min(w, c, p) < 1:
-            raise SystemExit(f"--sweep-graph-store: {item!r}: every value must be >= 1")
+            usage_error(f"--sweep-graph-store: {item!r}: every value must be >= 1")
         out.append((w, c, p))
     return out
 
@@ -328,29 +328,35 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def usage_error(message: str) -> None:
+    """A user's mistake in the arguments: one line, exit 2."""
+    print(f"benchmarks/sampling.py: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> int:
     ap = build_parser()
     a = ap.parse_args()
     try:
         scales = [int(s) for s in a.scales.split(",")]
     except ValueError:
-        ap.error(f"--scales {a.scales!r}: give comma-separated integers, e.g. 1,4")
+        usage_error(f"--scales {a.scales!r}: give comma-separated integers, e.g. 1,4")
     if min(scales + [a.edges, a.repeats, a.epochs, a.cores]) < 1 or a.warmup < 0:
-        ap.error("--edges, --scales, --repeats, --epochs and --cores must be >= 1, --warmup >= 0")
+        usage_error("--edges, --scales, --repeats, --epochs and --cores must be >= 1, --warmup >= 0")
     allowed = sorted(os.sched_getaffinity(0))
     if a.cores > len(allowed):
-        ap.error(f"--cores {a.cores}: this process may use only {len(allowed)} CPUs")
+        usage_error(f"--cores {a.cores}: this process may use only {len(allowed)} CPUs")
     a.cpu_set, a.threads = allowed[:a.cores], a.threads or a.cores
-    try:
-        modes = modes_for(a.cores, parse_sweep(a.sweep_graph_store))
-    except SystemExit as e:
-        ap.error(str(e))
+    modes = modes_for(a.cores, parse_sweep(a.sweep_graph_store))
     if a.modes:
         wanted = a.modes.split(",")
         unknown = [m for m in wanted if m not in {m.name for m in modes}]
         if unknown:
-            ap.error(f"--modes: unknown {unknown}; choose from {[m.name for m in modes]}")
+            usage_error(f"--modes: unknown {unknown}; choose from {[m.name for m in modes]}")
         modes = [m for m in modes if m.name in wanted or m.name.startswith("graph_store_")]
+    if a.profile_graph_store and find_py_spy(a.py_spy) is None:
+        usage_error(f"--profile-graph-store: py-spy not found ({a.py_spy or 'none on PATH'}): "
+                    "install it (pip install py-spy) or give --py-spy PATH")
     work = Path(a.work)
     t_start = time.perf_counter()
     roots = {}
