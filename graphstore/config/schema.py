@@ -166,7 +166,9 @@ class RuntimeConfig(Model):
     rpc_timeout_s: Seconds = Field(300.0, alias="rpcTimeoutS",
                                    description="One RPC request (sampling messages, fetches).")
     session_timeout_s: Seconds = Field(86400.0, alias="sessionTimeoutS",
-                                       description="The longest one storage server session may run.")
+                                       description="The longest one storage server session may run; "
+                                       "a replicated-mode worker still running then prints every "
+                                       "thread's stack to its log.")
     heartbeat_interval_s: Seconds = Field(5.0, alias="heartbeatIntervalS",
                                           description="Compute and storage ping each other this often.")
     heartbeat_timeout_s: Seconds = Field(20.0, alias="heartbeatTimeoutS", description=(

@@ -18,6 +18,7 @@ folder of ours, removed afterwards, never ``~/ray_results``.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import shutil
 import tempfile
@@ -41,7 +42,15 @@ def _train_loop(config: dict[str, Any]) -> None:
     local_rank, mine = info.for_rank(rank)
     print(f"ray worker rank={rank} machine={mine.machine_index} local_rank={local_rank} "
           f"ray_node={ray.get_runtime_context().get_node_id()}", flush=True)
-    config["fn"](local_rank, mine, *config["args"])
+    # A worker still running at sessionTimeoutS prints every thread's stack to its stderr (which
+    # Ray forwards to the leader's log): faulthandler's watchdog is a C thread, so it reports a
+    # hang even while a C call holds the GIL (when Ray Train's own health check only sees a
+    # worker that stopped answering, and kills it after RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S).
+    faulthandler.dump_traceback_later(info.runtime.session_timeout_s, exit=False)
+    try:
+        config["fn"](local_rank, mine, *config["args"])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def run_ray_workers(fn: Callable[..., None], args: Sequence[Any], info: ReplicatedInfo, *,

@@ -27,10 +27,13 @@ BUYS = EdgeType(src_node_type="user", relation="buys", dst_node_type="item")
 def ray_cluster():
     import ray
 
+    # processes of ours that are not Ray's (a session-scoped emulator of another test module)
+    earlier = {p.pid for p in psutil.Process().children(recursive=True)}
     ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     session = ctx.address_info["session_dir"].rstrip("/").rsplit("/", 1)[-1]
     yield ray
-    started = psutil.Process().children(recursive=True)  # workers included, as of now
+    started = [p for p in psutil.Process().children(recursive=True)  # workers included, as of now
+               if p.pid not in earlier]
     assert started, "ray.init started no process"
     ray.shutdown()
 

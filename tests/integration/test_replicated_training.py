@@ -36,7 +36,9 @@ def _run_folder(tmp: Path, machines: int, procs: int, **trainer_args) -> dict:
     task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
     task["datasetConfig"]["dataRootUri"] = str(tmp / "data")
     task["trainerConfig"]["trainerArgs"] = {**TRAINER_ARGS, **trainer_args}
-    task["graphStoreRuntimeConfig"] = {"clusterInitTimeoutS": 240, "sessionTimeoutS": 600}
+    # a worker still running at sessionTimeoutS prints its threads' stacks (workers.py), well
+    # before Ray Train's health check (600 s) would end a hung worker
+    task["graphStoreRuntimeConfig"] = {"clusterInitTimeoutS": 240, "sessionTimeoutS": 300}
     res = yaml.safe_load((REPO / "configs" / "resource_local_replicated.yaml").read_text())
     for key in ("trainer_resource_config", "inferencer_resource_config"):
         res[key]["local_graph_store_config"].update(num_compute_machines=machines,
@@ -52,9 +54,16 @@ def _run_folder(tmp: Path, machines: int, procs: int, **trainer_args) -> dict:
 
 
 def _launch(f: dict, stage: str, lines: list[str]):
-    return launch_stage(f["task"], f["res"], stage=stage, run_dir=f["run"],
-                        task_config_path=f["tp"], resource_config_path=f["rp"], timeout_s=900,
-                        failure_grace_s=60, echo=lines.append)
+    try:
+        return launch_stage(f["task"], f["res"], stage=stage, run_dir=f["run"],
+                            task_config_path=f["tp"], resource_config_path=f["rp"], timeout_s=900,
+                            failure_grace_s=60, echo=lines.append)
+    except LaunchFailed as exc:  # a hung worker's stacks (workers.py) are in the leader's log
+        dumps = [line for line in lines
+                 if any(k in line for k in ("Timeout (", "hread 0x", '  File "'))]
+        if dumps:
+            exc.args = (f"{exc.args[0]}\nstacks the workers printed:\n" + "\n".join(dumps[-80:]),)
+        raise
 
 
 def _our_ray_dirs() -> set[str]:

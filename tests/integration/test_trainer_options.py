@@ -27,7 +27,7 @@ OPTIONS = {"id_embeddings": ["user", "item"], "dropout": 0.1, "lr_schedule": "co
 
 @pytest.mark.timeout(900)
 def test_options_train_keep_the_best_checkpoint_and_infer(tmp_path):
-    args = {**TRAINER_ARGS, **OPTIONS, "max_steps": 160, "val_every_steps": 20}
+    args = {**TRAINER_ARGS, **OPTIONS, "max_steps": 100, "val_every_steps": 20}
     tp, rp, run = _setup(tmp_path, args)
     out = _train(tp, rp, run)
     metrics = json.loads((run / "checkpoint" / "metrics.json").read_text())
@@ -36,10 +36,10 @@ def test_options_train_keep_the_best_checkpoint_and_infer(tmp_path):
     best_step, best_mrr = max(vals, key=lambda v: (v[1], -v[0]))  # the first of the highest
     assert (stop["best_step"], stop["best_val_mrr"]) == (best_step, best_mrr), (vals, stop)
     if stop["stopped_early"]:  # two validations after the best, none better
-        assert metrics["steps"] == vals[-1][0] < 160 and [s for s, _ in vals][-3] == best_step
+        assert metrics["steps"] == vals[-1][0] < 100 and [s for s, _ in vals][-3] == best_step
         assert "early stop at step=" in out
     else:
-        assert vals[-1][0] == metrics["steps"] == 160  # the end was validated too
+        assert vals[-1][0] == metrics["steps"] == 100  # the end was validated too
     assert metrics["test"]["model"]["mrr"] > metrics["test"]["popularity"]["mrr"], metrics["test"]
     ckpt = read_checkpoint(str(run / "checkpoint" / "model.pt"), fix="-")
     manifest = ShardSet.open(str(run / "shards")).manifest
