@@ -123,25 +123,38 @@ class TreeMemory:
         return list(self.procs.values())
 
 
+def _ray_worker(cmdline: str) -> bool:
+    """A Ray worker process that runs tasks (``ray::IDLE``, ``ray::ReadGraphSampling...``, or
+    one not yet renamed), not one of Ray's own agents and actors (``ray::DashboardAgent``,
+    ``ray::_StatsActor``, ...)."""
+    if cmdline.startswith("ray::"):
+        name = cmdline[5:].split()[0] if cmdline[5:].split() else ""
+        return not (name.startswith("_") or name.endswith("Agent"))
+    return any(arg.endswith("workers/default_worker.py") for arg in cmdline.split()[:2])
+
+
 def label(procs: list[ProcPeak], consumers: set[int]) -> list[ProcPeak]:
-    """Set each process's ``role``: ``consumer`` (iterates the loader and writes a result),
-    ``sampler`` (a Ray worker process, or any descendant of a consumer: DataLoader / GLT sampling
-    processes), ``storage`` (a storage process and its descendants), ``system`` (launcher, Ray's
-    own processes, trackers), ``machine`` (a compute machine's parent), else ``other``."""
+    """Set each process's ``role``, the first that applies: ``consumer`` (iterates the loader
+    and writes a result), ``sampler`` (a Ray worker process that runs tasks), ``system`` (launcher, Ray's own
+    processes, trackers), ``storage`` (a storage process and its descendants), ``sampler`` (a
+    descendant of a consumer: DataLoader / GLT sampling processes), ``machine`` (an ancestor of a
+    consumer: a compute machine's parent), else ``other``."""
     by_pid = {p.pid: p for p in procs}
 
-    def ancestors(p: ProcPeak):
-        seen = set()
+    def ancestors(p: ProcPeak) -> list[ProcPeak]:
+        out, seen = [], set()
         while p.ppid in by_pid and p.ppid not in seen:
             seen.add(p.ppid)
             p = by_pid[p.ppid]
-            yield p
+            out.append(p)
+        return out
 
+    above_consumers = {a.pid for c in consumers if c in by_pid for a in ancestors(by_pid[c])}
     for p in procs:
-        up = list(ancestors(p))
+        up = ancestors(p)
         if p.pid in consumers:
             p.role = "consumer"
-        elif p.cmdline.startswith("ray::") or "workers/default_worker.py" in p.cmdline:
+        elif _ray_worker(p.cmdline):
             p.role = "sampler"
         elif any(m in p.cmdline for m in SYSTEM_MARKS):
             p.role = "system"
@@ -149,6 +162,8 @@ def label(procs: list[ProcPeak], consumers: set[int]) -> list[ProcPeak]:
             p.role = "storage"
         elif any(a.pid in consumers for a in up):
             p.role = "sampler"
-        elif "_sampling_modes.py graph_store" in p.cmdline:
+        elif p.pid in above_consumers:
             p.role = "machine"
+        else:
+            p.role = "other"
     return procs

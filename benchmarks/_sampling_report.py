@@ -100,7 +100,7 @@ def print_table(summary: list[dict], rat: list[dict], fairness: dict, timing: di
               f"{r['storage_peak_rss_mb']:>10,.0f}")
     print(f"\n{'ratio (medians)':<52} {'scale':>5} {'value':>7} {'target':>8}  status  of")
     for r in rat:
-        v = "-" if r["value"] is None else f"{r['value']:.2f}"
+        v = "-" if r["value"] is None else f"{r['value']:.3f}"
         print(f"{r['ratio']:<52} {r['scale']:>5} {v:>7} {r['target']:>8}  {r['status']:<6}  {r['of']}")
 
 

@@ -80,7 +80,8 @@ def modes_for(cores: int, sweep: list[tuple[int, int, int]]) -> list[Mode]:
     out += [Mode("graph_store", "launch", processes="2 storage processes (each with the loader's "
                  "GLT sampling process(es)) + 1 compute process; loader defaults"),
             Mode("colocated", "launch", colocated=True,
-                 processes="2 compute machines x 1 process, each with 1 GLT sampling process"),
+                 processes="2 compute machines x 1 process, each sampling its own partition inline "
+                           "(GLT's collocated worker; the other partition over RPC)"),
             Mode("pyg", "pyg", processes="1 process, sampling inline"),
             Mode(f"pyg_w{cores}", "pyg", workers=cores,
                  processes=f"1 consumer + {cores} persistent DataLoader workers")]
@@ -264,7 +265,10 @@ def summarise_run(mode: Mode, results: list[dict], peaks: list) -> dict:
             "consumer_peak_rss_mb": mx([p for p in peaks if p.role == "consumer"], "peak_rss_mb"),
             "storage_peak_rss_mb": mx(storage, "peak_rss_mb"),
             "storage_peak_anon_mb": mx(storage, "peak_anon_mb"),
-            "processes": roles, "cpu_s_by_role": cpu}
+            "processes": roles, "cpu_s_by_role": cpu,
+            "process_list": [{"pid": p.pid, "role": p.role, "peak_rss_mb": round(p.peak_rss_mb, 1),
+                              "peak_anon_mb": round(p.peak_anon_mb, 1), "cpu_s": round(p.cpu_s, 1),
+                              "cmdline": p.cmdline[:160]} for p in peaks]}
 
 
 def _machine(a: argparse.Namespace) -> dict:
