@@ -156,8 +156,8 @@ def label(procs: list[ProcPeak], consumers: set[int]) -> list[ProcPeak]:
             p.role = "consumer"
         elif _ray_worker(p.cmdline):
             p.role = "sampler"
-        elif any(m in p.cmdline for m in SYSTEM_MARKS):
-            p.role = "system"
+        elif p.cmdline.startswith("ray::") or any(m in p.cmdline for m in SYSTEM_MARKS):
+            p.role = "system"  # Ray's own agents and actors, Ray's daemons, launcher, trackers
         elif "components.storage" in p.cmdline or any("components.storage" in a.cmdline for a in up):
             p.role = "storage"
         elif any(a.pid in consumers for a in up):
