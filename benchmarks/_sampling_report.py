@@ -10,7 +10,20 @@ both RSS and anonymous RSS, since a mapped graph file's touched pages count in R
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import os
+import platform
 import statistics
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from _sampling_modes import BATCH, FANOUT
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA_VERSION = 1
 
 TARGETS = [  # (name, numerator, denominator, minimum) of the issue's throughput targets
     ("replicated_w1 / graph_store seeds/s", "replicated_w1", "graph_store", 1.5),
@@ -104,3 +117,54 @@ def print_table(summary: list[dict], rat: list[dict], fairness: dict, timing: di
         print(f"{r['ratio']:<52} {r['scale']:>5} {v:>7} {r['target']:>8}  {r['status']:<6}  {r['of']}")
 
 
+
+
+def _machine(a: argparse.Namespace) -> dict:
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"cpu_count": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)),
+            "cores_given_each_mode": a.cores, "cpu_set": a.cpu_set, "platform": platform.platform(),
+            "python": platform.python_version(),
+            "versions": {p: version(p) for p in ("torch", "torch-geometric", "torch-sparse",
+                                                 "graphlearn-torch", "ray")}}
+
+
+def _git() -> dict:
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    changed = git("status", "--porcelain", "--", "graphstore", "pipeline", "components", "benchmarks")
+    return {"commit": git("rev-parse", "HEAD"), "uncommitted_code_changes": changed.splitlines()}
+
+
+def results_doc(a: argparse.Namespace, scales: list[int], modes: dict[str, str], runs: list[dict],
+                load_before: tuple[float, float, float]) -> dict:
+    """The results JSON (format: benchmarks/sampling.py's docs)."""
+    summary = summarise(runs)
+    odd = [f"{r['mode']} at {r['scale']}x: {r['seeds_per_epoch']} seeds per epoch, not the "
+           f"{a.edges * r['scale'] // 10} nodes" for r in summary
+           if r["seeds_per_epoch"] != a.edges * r["scale"] // 10]
+    return {"schema_version": SCHEMA_VERSION,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.executable).name] + sys.argv), "git": _git(),
+            "machine": _machine(a), "load_avg_1_5_15": {"before": load_before, "after": os.getloadavg()},
+            "graph": {"kind": "homo", "edges_1x": a.edges, "nodes_1x": a.edges // 10, "scales": scales,
+                      "features": 16, "fanout": FANOUT, "batch_size": BATCH,
+                      "sample_edge_direction": "in", "seeds": "every node once per epoch, shuffled"},
+            "fairness": {"cpu_set": a.cpu_set, "threads_per_process": a.threads,
+                         "how": f"every mode's process tree pinned (sched_setaffinity) to CPUs "
+                                f"{a.cpu_set}; OMP_NUM_THREADS=MKL_NUM_THREADS={a.threads} and "
+                                f"torch.set_num_threads({a.threads}) in every process; Ray "
+                                f"num_cpus={a.cores}",
+                         "modes": modes},
+            "timing": {"warmup_epochs": a.warmup, "timed_epochs": a.epochs, "repeats": a.repeats,
+                       "order": "interleaved: every mode once per repeat",
+                       "statistic": "median (min, max)"},
+            "memory": "per process: peak RSS (VmHWM) and peak RssAnon (polled every 0.25 s); compute "
+                      "= the largest over consumer, sampler and compute-machine processes",
+            "warnings": odd, "summary": summary, "ratios": ratios(summary), "runs": runs}

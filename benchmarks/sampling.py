@@ -11,6 +11,7 @@ the same graph for every mode (one shard set; the replicated graph file is writt
                                 launcher (DistNeighborLoader over RemoteDistDataset), the
                                 loader's default settings
   colocated                     2 compute machines x 1 process, each sampling its own partition
+                                inline (GLT's collocated worker; the other partition over RPC)
   pyg                           torch_geometric NeighborLoader in one process (torch-sparse)
   pyg_w<cores>                  the same with num_workers = cores (persistent workers)
 
@@ -21,11 +22,17 @@ num_cpus = --cores. Throughput is over the --epochs timed epochs after --warmup 
 --repeats R runs every mode once, in order, R times (interleaved); medians, min and max are
 reported. Memory: each process's peak RSS (VmHWM) and peak anonymous RSS (RssAnon: mapped file
 pages, e.g. the graph file's page cache, aside), polled by the driver; "compute" is the largest
-over the processes that consume or sample (not storage, not Ray's or the launcher's own).
+over the processes that consume or sample or are a compute machine's parent (not storage, not
+Ray's, the launcher's or multiprocessing's own).
 
 Results: a table with the issue's target ratios (pass / short) and --json (default
-benchmarks/results/sampling.json, written whole at the end) with the machine's cores, the command,
-git commit and date. --sweep-graph-store adds graph-store rows with other loader settings
+benchmarks/results/sampling.json), written whole at the end and only when every run succeeded (a
+failed run stops the benchmark, exit 1, naming its log). JSON (``schema_version`` 1): ``date``,
+``command``, ``git`` (commit, uncommitted code changes), ``machine`` (cpu_count, the CPUs given
+each mode, versions), ``load_avg_1_5_15`` before and after, ``graph``, ``fairness`` (how, and
+each mode's processes), ``timing``, ``memory``, ``warnings``, ``summary`` (per scale and mode:
+medians, min, max), ``ratios`` (value, target, pass / short / n/a), ``runs`` (every run, with its
+process list: role, peaks, CPU seconds), ``total_seconds``. --sweep-graph-store adds graph-store rows with other loader settings
 (num_workers/worker_concurrency/prefetch_size), interleaved with the rest. --profile-graph-store
 runs nothing else: one graph-store run with py-spy on the storage and compute processes for one
 epoch, printing where the time goes (needs py-spy and ptrace rights).
@@ -36,16 +43,13 @@ usage: python benchmarks/sampling.py [--edges 1000000] [--scales 1,4] [--repeats
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,8 +57,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sampling_procs as procs  # noqa: E402
 from _sampling_profile import find_py_spy, profile_graph_store  # noqa: E402
-from _sampling_report import print_table, ratios, summarise  # noqa: E402
-from _sampling_modes import BATCH, FANOUT  # noqa: E402
+from _sampling_report import print_table, results_doc  # noqa: E402
 
 MODES_PY = Path(__file__).resolve().parent / "_sampling_modes.py"
 DEFAULT_SWEEP = "1/8/8,1/16/16,2/4/4,2/8/8"
@@ -223,6 +226,10 @@ def run_mode(a: argparse.Namespace, mode: Mode, root: Path, tag: str,
             if during is not None:
                 during(proc)
             rc = proc.wait(a.timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop_tree(proc)
+            raise SystemExit(f"{mode.name} ({tag}) still running after --timeout-s {a.timeout_s}: "
+                             f"stopped; log {log_path}") from None
         except BaseException:
             _stop_tree(proc)
             raise
@@ -271,29 +278,6 @@ def summarise_run(mode: Mode, results: list[dict], peaks: list) -> dict:
                               "cmdline": p.cmdline[:160]} for p in peaks]}
 
 
-def _machine(a: argparse.Namespace) -> dict:
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {"cpu_count": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)),
-            "cores_given_each_mode": a.cores, "cpu_set": a.cpu_set, "platform": platform.platform(),
-            "python": platform.python_version(),
-            "versions": {p: version(p) for p in ("torch", "torch-geometric", "torch-sparse",
-                                                 "graphlearn-torch", "ray")}}
-
-
-def _git() -> dict:
-    def git(*args: str) -> str:
-        r = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
-        return r.stdout.strip() if r.returncode == 0 else ""
-
-    changed = git("status", "--porcelain", "--", "graphstore", "pipeline", "components", "benchmarks")
-    return {"commit": git("rev-parse", "HEAD"), "uncommitted_code_changes": changed.splitlines()}
-
-
 def _write_json(path: Path, doc: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -338,9 +322,9 @@ def usage_error(message: str) -> None:
     raise SystemExit(2)
 
 
-def main() -> int:
-    ap = build_parser()
-    a = ap.parse_args()
+def check_args(a: argparse.Namespace) -> tuple[list[int], list[Mode]]:
+    """The graph scales and the modes to run; a usage error (exit 2) for a bad argument. Sets
+    ``a.cpu_set`` and ``a.threads``."""
     try:
         scales = [int(s) for s in a.scales.split(",")]
     except ValueError:
@@ -361,17 +345,12 @@ def main() -> int:
     if a.profile_graph_store and find_py_spy(a.py_spy) is None:
         usage_error(f"--profile-graph-store: py-spy not found ({a.py_spy or 'none on PATH'}): "
                     "install it (pip install py-spy) or give --py-spy PATH")
-    work = Path(a.work)
-    t_start = time.perf_counter()
-    roots = {}
-    for scale in scales:
-        t0 = time.perf_counter()
-        roots[scale] = prepare(work, a.edges * scale)
-        print(f"# prepared {a.edges * scale:,} edges in {time.perf_counter() - t0:.0f} s: {roots[scale]}",
-              flush=True)
-    if a.profile_graph_store:
-        return profile_graph_store(a, roots[scales[0]], run_mode, Mode("graph_store", "launch"))
-    load_before = os.getloadavg()
+    return scales, modes
+
+
+def run_all(a: argparse.Namespace, scales: list[int], modes: list[Mode],
+            roots: dict[int, Path]) -> list[dict]:
+    """Every mode once per repeat, repeats one after another, per scale (interleaved)."""
     runs = []
     for scale in scales:
         for rep in range(a.repeats):
@@ -381,31 +360,28 @@ def main() -> int:
                 print(f"# {a.edges * scale:>10,} {mode.name:<24} repeat {rep}: {r['seeds_per_s']:>9,.0f} "
                       f"seeds/s, compute peak {r['compute_peak_rss_mb']:,.0f} MB, run {r['wall_s']} s",
                       flush=True)
-    summary = summarise(runs)
-    rat = ratios(summary)
-    nodes = {s: a.edges * s // 10 for s in scales}
-    odd = [f"{r['mode']}@{r['scale']}x: {r['seeds_per_epoch']}" for r in summary
-           if r["seeds_per_epoch"] != nodes[r["scale"]]]
-    if odd:
-        print(f"# warning: seeds per epoch differ from the node count: {', '.join(odd)}")
-    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": " ".join([Path(sys.executable).name] + sys.argv), "git": _git(),
-           "machine": _machine(a), "load_avg_1_5_15": {"before": load_before, "after": os.getloadavg()},
-           "graph": {"kind": "homo", "edges_1x": a.edges, "nodes_1x": a.edges // 10,
-                     "scales": scales, "features": 16, "fanout": FANOUT, "batch_size": BATCH,
-                     "sample_edge_direction": "in", "seeds": "every node once per epoch, shuffled"},
-           "fairness": {"cpu_set": a.cpu_set, "threads_per_process": a.threads,
-                        "how": f"every mode's process tree pinned (sched_setaffinity) to CPUs {a.cpu_set}; "
-                               f"OMP_NUM_THREADS=MKL_NUM_THREADS={a.threads} and torch.set_num_threads"
-                               f"({a.threads}) in every process; Ray num_cpus={a.cores}",
-                        "modes": {m.name: m.processes for m in modes}},
-           "timing": {"warmup_epochs": a.warmup, "timed_epochs": a.epochs, "repeats": a.repeats,
-                      "order": "interleaved: every mode once per repeat", "statistic": "median (min, max)"},
-           "memory": "per process: peak RSS (VmHWM) and peak RssAnon (polled every 0.25 s); compute = "
-                     "the largest over consumer and sampler processes",
-           "summary": summary, "ratios": rat, "runs": runs,
-           "total_seconds": round(time.perf_counter() - t_start, 1)}
-    print_table(summary, rat, doc["fairness"], doc["timing"])
+    return runs
+
+
+def main() -> int:
+    a = build_parser().parse_args()
+    scales, modes = check_args(a)
+    t_start = time.perf_counter()
+    roots = {}
+    for scale in scales:
+        t0 = time.perf_counter()
+        roots[scale] = prepare(Path(a.work), a.edges * scale)
+        print(f"# prepared {a.edges * scale:,} edges in {time.perf_counter() - t0:.0f} s: {roots[scale]}",
+              flush=True)
+    if a.profile_graph_store:
+        return profile_graph_store(a, roots[scales[0]], run_mode, Mode("graph_store", "launch"))
+    load_before = os.getloadavg()
+    runs = run_all(a, scales, modes, roots)
+    doc = results_doc(a, scales, {m.name: m.processes for m in modes}, runs, load_before)
+    doc["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    print_table(doc["summary"], doc["ratios"], doc["fairness"], doc["timing"])
+    for line in doc["warnings"]:
+        print(f"# warning: {line}")
     _write_json(Path(a.json), doc)
     print(f"# wrote {a.json} ({doc['total_seconds']:.0f} s in all)")
     return 0
