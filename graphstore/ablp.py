@@ -17,6 +17,11 @@ class ABLPInputNodes:
     ``P >= len(anchor_nodes)``; its first row is sorted and every id in it is in ``anchor_nodes``.
     Edge types are as the user reads them (src -> dst); ids are dense ids. Empty tensors are
     normal: this compute rank has nothing on that storage rank.
+
+    ``negative_labels[et]`` (only for a supervision type with hard negatives, taskMetadata's
+    ``hardNegativeEdgeTypes``) is a ``[2, N]`` int64 tensor of (anchor id, known negative id)
+    pairs of the same anchors and split, first row sorted; an anchor may have none.
+    ``DistABLPLoader(hard_negatives_per_anchor=k)`` draws from them into its batches.
     """
 
     anchor_node_type: str | None

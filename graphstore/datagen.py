@@ -10,6 +10,8 @@ kind "hetero" (node types ``user``, ``item``):
   items.<ext>      item_id INT64 (100000 + 7*k over a shuffled k: not dense, not sorted), f_0..f_{d-1} float32
   user_item.<ext>  user_id STRING, item_id INT64, weight float32 in (0, 1]   (user -buys-> item)
   item_item.<ext>  src_item_id INT64, dst_item_id INT64                     (item -similar_to-> item)
+  user_dislikes_item.<ext>  user_id STRING, item_id INT64    (user -dislikes-> item; only when
+                   num_dislikes_per_user > 0: known negatives, e.g. for hardNegativeEdgeTypes)
 kind "homo" (node type ``node``; the spec's num_items / num_item_item_edges are the node / edge counts):
   nodes.<ext>      node_id INT64 (same scheme as item_id), f_0..f_{d-1} float32
   edges.<ext>      src INT64, dst INT64                                      (node -links_to-> node)
@@ -25,6 +27,12 @@ Edges are de-duplicated (no repeated (src, dst) pair) and item-item / homo edges
 rows are redrawn, falling back to uniform targets after a few rounds. Sources are generated in blocks of about
 CHUNK_ROWS edges (one Parquet row group each) from per-block RNG streams, so memory stays bounded; rows are
 shuffled within each block.
+
+Dislikes (only when asked): each user dislikes ``num_dislikes_per_user`` distinct items drawn from
+communities other than its own (with the same popularity skew), never an item it buys; rows
+that stay bad after the redraw rounds are dropped, so a user may have a few fewer. They are drawn
+per block of users from their own RNG streams, beside that block's buys, so the buys and every
+other table are byte-identical with or without them.
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ class DatasetSpec:
     p_in: float = 0.8
     popularity_skew: float = 0.6
     file_format: FileFormat = "parquet"
+    num_dislikes_per_user: int = 0  # hetero only: user -dislikes-> item rows per user (module docs)
 
     def __post_init__(self) -> None:
         errors = _spec_errors(self)
@@ -131,6 +140,9 @@ def _spec_errors(spec: DatasetSpec) -> list[str]:
                               f"node / edge counts), got {value!r}")
         elif bad_int(value, 1):
             errors.append(f"{name} must be an integer >= 1, got {value!r}")
+    if bad_int(spec.num_dislikes_per_user, 0) or spec.kind == "homo" and spec.num_dislikes_per_user:
+        errors.append("num_dislikes_per_user must be an integer >= 0 (0 for kind='homo'), got "
+                      f"{spec.num_dislikes_per_user!r}")
     for name, low in (("feature_dim", 0), ("seed", 0)):
         if bad_int(getattr(spec, name), low):
             errors.append(f"{name} must be an integer >= {low}, got {getattr(spec, name)!r}")
@@ -147,6 +159,9 @@ def _spec_errors(spec: DatasetSpec) -> list[str]:
     dense = [("num_item_item_edges", spec.num_items, (spec.num_items - 1) // 2)]
     if spec.kind == "hetero":
         dense.append(("num_user_item_edges", spec.num_users, spec.num_items // 2))
+        if spec.num_dislikes_per_user > spec.num_items // 4:
+            errors.append(f"num_dislikes_per_user={spec.num_dislikes_per_user} must be <= "
+                          f"{spec.num_items // 4} (a quarter of num_items={spec.num_items})")
     for name, n_src, limit in dense:
         edges = getattr(spec, name)
         if -(-edges // n_src) > limit:
@@ -230,6 +245,35 @@ def _edge_chunks(spec: DatasetSpec, stream: int, src_comm: np.ndarray, t: _Targe
             raise RuntimeFailure(f"datagen: {len(bad)} duplicate or self-loop edges left after {_MAX_ROUNDS} redraws")
         perm = rng.permutation(len(src))
         yield src[perm], dst[perm], rng
+
+
+def _dislikes(spec: DatasetSpec, lay: _Layout) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(user, item) index rows of the dislikes, block by block of the buys (module docs)."""
+    t, k, n = lay.targets, len(lay.targets.start) - 1, spec.num_dislikes_per_user
+    for chunk, (src, dst, _) in enumerate(_edge_chunks(spec, 3, lay.user_comm, t,
+                                                       spec.num_user_item_edges, False)):
+        rng = _rng(spec.seed, 5, chunk)
+        users = np.repeat(np.unique(src), n)
+        comm = lay.user_comm[users]
+
+        def draw(rows: np.ndarray, uniform: bool) -> np.ndarray:
+            other = (comm[rows] + 1 + rng.integers(0, max(k - 1, 1), len(rows))) % k
+            return _sample(rng, other, t, 1.0, uniform=uniform or k == 1)
+
+        items = draw(np.arange(len(users)), False)
+        both = np.concatenate([src, users]), np.concatenate([dst, items])
+        for attempt in range(_MAX_ROUNDS):
+            bad = _bad_rows(*both, len(t.order), False)
+            bad = bad[bad >= len(src)] - len(src)  # a repeat of a buy or of an earlier dislike
+            if not len(bad):
+                break
+            items[bad] = draw(bad, attempt >= _COMMUNITY_ROUNDS)
+            both = both[0], np.concatenate([dst, items])
+        bad = _bad_rows(*both, len(t.order), False)
+        keep = np.ones(len(users), bool)
+        keep[bad[bad >= len(src)] - len(src)] = False
+        perm = rng.permutation(int(keep.sum()))
+        yield users[keep][perm], items[keep][perm]
 
 
 def _user_ids(idx: np.ndarray, width: int) -> pa.Array:
@@ -329,6 +373,12 @@ def _write_edges(spec: DatasetSpec, folder: Path, lay: _Layout) -> dict:
                                            1.0 - r.random(len(s), dtype=np.float32)], schema=ui_schema)
                      for s, t, r in _edge_chunks(spec, 3, lay.user_comm, lay.targets, spec.num_user_item_edges, False))
         edges.insert(0, ("user__buys__item", "user_item", ui_schema, ui_tables, "user", "buys"))
+        if spec.num_dislikes_per_user:
+            dl_schema = pa.schema([("user_id", pa.string()), ("item_id", pa.int64())])
+            dl_tables = (pa.Table.from_arrays([_user_ids(s, width), pa.array(raw[t])], schema=dl_schema)
+                         for s, t in _dislikes(spec, lay))
+            edges.append(("user__dislikes__item", "user_dislikes_item", dl_schema, dl_tables, "user",
+                          "dislikes"))
     summary = {}
     for edge_type, stem, schema, tables, src_type, relation in edges:
         count = _write(folder / f"{stem}.{ext}", schema, ext, tables)
@@ -348,6 +398,8 @@ def _generate_into(spec: DatasetSpec, folder: Path) -> dict:
                "feature_dim": spec.feature_dim, "num_communities": spec.communities, "p_in": spec.p_in,
                "popularity_skew": spec.popularity_skew, "deduplicated": True, "self_loops": False,
                "node_types": node_types, "edge_types": edge_types, "truth": truth}
+    if spec.num_dislikes_per_user:  # only when asked: datasets without them stay byte-identical
+        summary["num_dislikes_per_user"] = spec.num_dislikes_per_user
     folder.joinpath("dataset.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
@@ -402,6 +454,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--p-in", type=float, default=0.8, help="probability an edge stays in its community (0.8)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format (parquet)")
+    p.add_argument("--dislikes-per-user", type=int, default=0,
+                   help="hetero: also write user_dislikes_item (user -dislikes-> item, known negatives "
+                        "from other communities, never a bought item), this many per user (default 0)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     return p
 
@@ -417,7 +472,8 @@ def _spec_from_args(args: argparse.Namespace) -> DatasetSpec:
     total = args.num_edges if args.num_edges is not None else SIZE_PRESETS[args.size]
     return DatasetSpec.from_num_edges(total, kind=args.kind, feature_dim=args.feature_dim,
                                       num_communities=args.num_communities, p_in=args.p_in, seed=args.seed,
-                                      file_format=args.format, **given)
+                                      file_format=args.format, num_dislikes_per_user=args.dislikes_per_user,
+                                      **given)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,9 @@ Invariants (checked when a metadata value is built):
   exactly those keys (counts >= 0, dims >= 0 where 0 means "no features");
 - every edge type's two node types are in ``node_types``; ``supervision_edge_types`` are among
   ``edge_types`` (as the user reads them, ``src -> dst``);
+- ``hard_negative_edge_types`` maps a supervision edge type to the edge type of its anchors'
+  known negatives (``hardNegativeEdgeTypes``), which joins the same node types and is NOT among
+  ``edge_types``: it is labels only, never passes messages;
 - ``edge_counts_per_partition`` has a count per partition for every edge type (message-passing
   types, the reverse types the partitioner added included), in partition order: edge ids are
   contiguous per partition, partition 0 first (graphstore.shards.format);
@@ -24,7 +27,7 @@ Invariants (checked when a metadata value is built):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
@@ -85,10 +88,11 @@ class DatasetMetadata:
     edge_counts_per_partition: Mapping[EdgeType, tuple[int, ...]]
     node_feature_dims: Mapping[str, int]
     has_splits: bool = False
+    hard_negative_edge_types: Mapping[EdgeType, EdgeType] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        for name in ("node_counts", "node_feature_dims"):
+        for name in ("node_counts", "node_feature_dims", "hard_negative_edge_types"):
             set_(self, name, _frozen(getattr(self, name)))
         for name in ("node_types", "edge_types", "supervision_edge_types"):
             set_(self, name, tuple(getattr(self, name)))
@@ -125,12 +129,18 @@ class DatasetMetadata:
         stray = [str(et) for et in self.supervision_edge_types if et not in set(self.edge_types)]
         if stray:
             out.append(f"supervision edge types {stray} are not among the edge types")
+        for sup, neg in self.hard_negative_edge_types.items():
+            if sup not in self.supervision_edge_types or neg in set(self.edge_types) or \
+                    (sup.src_node_type, sup.dst_node_type) != (neg.src_node_type, neg.dst_node_type):
+                out.append(f"hard negatives {neg} of {sup}: the key must be a supervision edge type, "
+                           "the value an edge type of the same node types that is not among edge_types")
         return out
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         """Pickle as plain dicts (read-only mapping proxies do not pickle)."""
         plain = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("node_counts", "edge_counts_per_partition", "node_feature_dims"):
+        for name in ("node_counts", "edge_counts_per_partition", "node_feature_dims",
+                     "hard_negative_edge_types"):
             plain[name] = dict(plain[name])
         return (_rebuild, (plain,))
 
@@ -138,8 +148,12 @@ class DatasetMetadata:
     @classmethod
     def from_manifest(cls, manifest: Any, has_splits: bool) -> DatasetMetadata:
         """From a shard ``Manifest`` (graphstore.shards.format): its edge type names are parsed
-        here, once."""
-        parsed = {key: EdgeType.parse(key) for key in manifest.edge_types}
+        here, once. Hard-negative types (``negative_of``) are not edge types of the graph."""
+        negatives = {EdgeType.parse(info.negative_of): EdgeType.parse(key)
+                     for key, info in manifest.edge_types.items()
+                     if info.negative_of}
+        parsed = {key: EdgeType.parse(key) for key, info in manifest.edge_types.items()
+                  if not info.negative_of}
         return cls(
             num_partitions=manifest.num_partitions, edge_dir=manifest.sample_edge_direction,
             node_types=tuple(manifest.node_types), edge_types=tuple(parsed.values()),
@@ -149,7 +163,7 @@ class DatasetMetadata:
             edge_counts_per_partition={et: tuple(manifest.edge_types[key].counts_per_partition)
                                        for key, et in parsed.items()},
             node_feature_dims={nt: i.feature_dim for nt, i in manifest.node_types.items()},
-            has_splits=has_splits)
+            has_splits=has_splits, hard_negative_edge_types=negatives)
 
     # -- derived views ----------------------------------------------------------------------------
     @property

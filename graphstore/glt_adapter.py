@@ -15,6 +15,8 @@ what we reach into                     where it is applied
 ``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
 ``EdgeSamplerInput.to`` /              :class:`LabeledEdgeInput` (the ABLP loader's inputs)
 ``share_memory``
+the producers' ``len(input)`` /        :class:`HardNegativeEdgeInput` (ABLP inputs that draw hard
+``input[index]`` batching              negatives into each batch, graphstore.hard_negatives)
 ``DistLoader._collate_fn``             :class:`GltLoader`, the base of both loaders (graphstore.loaders)
 ``DistLoader.__init__`` on a built     :func:`init_dist_loader` (each dataset's ``start_loader``)
 loader
@@ -25,9 +27,10 @@ torch's ``_get_default_store``         :func:`default_store` (graphstore.compute
 
 Each function documents the reason it exists, as measured here. Applying any of them twice is
 harmless (each is idempotent). Importing this module imports neither torch nor GLT: the doctor
-checks the version before it tries to import GLT, and :class:`LabeledEdgeInput` and
-:class:`GltLoader` (GLT subclasses) are built the first time they are used (module
-``__getattr__``). torch's rendezvous store is patched by graphstore.rendezvous (torch, not GLT).
+checks the version before it tries to import GLT, and :class:`LabeledEdgeInput`,
+:class:`HardNegativeEdgeInput` and :class:`GltLoader` (GLT subclasses) are built the first time
+they are used (module ``__getattr__``). torch's rendezvous store is patched by
+graphstore.rendezvous (torch, not GLT).
 """
 
 from __future__ import annotations
@@ -208,6 +211,54 @@ def _labeled_edge_input() -> type:
     return _as_module_level(LabeledEdgeInput)
 
 
+def _hard_negative_edge_input() -> type:
+    import numpy as np
+    import torch
+
+    from graphstore.hard_negatives import AnchorNegatives, batch_rows
+
+    labeled = __getattr__("LabeledEdgeInput")
+
+    class HardNegativeEdgeInput(labeled):
+        """(anchor, positive) pairs whose every batch also brings its anchors' hard negatives.
+
+        GLT 0.2.4's sampling producers (the storage's ``DistMpSamplingProducer`` workers and the
+        in-process ``DistCollocatedSamplingProducer``) cut an edge input into batches only through
+        ``len(input)`` and ``input[index]`` (a tensor of row positions per batch, shuffled or
+        not), then sample that batch's rows; there is no hook to add seeds to a batch. This input
+        keeps ``len`` = its pairs (``batch_size`` still counts pairs) and answers ``[index]`` with
+        a :class:`LabeledEdgeInput` of those pairs (label 1) followed by up to ``per_anchor``
+        negatives of each distinct anchor (label 0), drawn by graphstore.hard_negatives with a
+        generator seeded by ``seed`` in each sampling process (made on first use there)."""
+
+        def __init__(self, row: Any, col: Any, input_type: Any, negatives: AnchorNegatives,
+                     per_anchor: int, seed: int) -> None:
+            super().__init__(row, col, torch.ones(row.numel(), dtype=torch.long), input_type)
+            self.negatives, self.per_anchor, self.seed = negatives, int(per_anchor), int(seed)
+            self._rng: Any = None
+
+        def __getitem__(self, index: Any) -> Any:
+            if not isinstance(index, torch.Tensor):
+                index = torch.tensor(index, dtype=torch.long)
+            if self._rng is None:
+                self._rng = np.random.default_rng(self.seed)
+            row, col, label = batch_rows(self.row[index], self.col[index], self.negatives,
+                                         self.per_anchor, self._rng)
+            return labeled(row, col, label, self.input_type)
+
+        def share_memory(self) -> "HardNegativeEdgeInput":
+            super().share_memory()
+            self.negatives.share_memory_()
+            return self
+
+        def __getstate__(self) -> dict[str, Any]:
+            state = dict(self.__dict__)
+            state["_rng"] = None  # each sampling process seeds its own
+            return state
+
+    return _as_module_level(HardNegativeEdgeInput)
+
+
 def _glt_loader() -> type:
     from graphlearn_torch.distributed import DistLoader
 
@@ -228,12 +279,14 @@ def _glt_loader() -> type:
     return _as_module_level(GltLoader)
 
 
-_BUILDERS = {"LabeledEdgeInput": _labeled_edge_input, "GltLoader": _glt_loader}
+_BUILDERS = {"LabeledEdgeInput": _labeled_edge_input, "GltLoader": _glt_loader,
+             "HardNegativeEdgeInput": _hard_negative_edge_input}
 _built: dict[str, type] = {}
 
 
 def __getattr__(name: str) -> type:
-    """Build :class:`LabeledEdgeInput` / :class:`GltLoader` once, on first use (imports GLT)."""
+    """Build :class:`LabeledEdgeInput` / :class:`HardNegativeEdgeInput` / :class:`GltLoader`
+    once, on first use (imports GLT)."""
     if name not in _BUILDERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _built:
@@ -243,7 +296,8 @@ def __getattr__(name: str) -> type:
 
 
 __all__ = [
-    "GLT_VERSION", "GltLoader", "LabeledEdgeInput", "check_glt_version", "default_store",
+    "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput", "LabeledEdgeInput", "check_glt_version",
+    "default_store",
     "glt_version_problem", "init_dist_loader", "installed_glt_version", "prepare_sampling_server",
     "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
 ]

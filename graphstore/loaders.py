@@ -16,6 +16,10 @@ label nodes, with features, plus
 
 - ``batch.y_positive``: ``[2, E]`` local index pairs (row: index into the anchor type's nodes of
   the batch, col: index into the label type's nodes), one per (anchor, positive) pair;
+- ``batch.y_hard_negative`` (only with ``hard_negatives_per_anchor`` > 0): ``[2, M]`` local index pairs
+  (anchor, known negative) of the hard negatives the batch's anchors drew from their
+  ``ABLPInputNodes.negative_labels`` (up to that many per distinct anchor, anew every batch:
+  graphstore.hard_negatives), sampled with the batch; ``M`` may be 0;
 - ``batch.supervision_edge_type``, ``batch.anchor_node_type``, ``batch.label_node_type``.
 
 ``batch_size`` counts (anchor, positive) pairs. Creating a loader is a collective over the compute
@@ -35,8 +39,9 @@ from graphstore import compute
 from graphstore.ablp import ABLPInputNodes
 from graphstore.dataset_metadata import EdgeTypeLike, EdgeTypeTuple, as_edge_type
 from graphstore.errors import UsageError
-from graphstore.glt_adapter import GltLoader, LabeledEdgeInput
+from graphstore.glt_adapter import GltLoader, HardNegativeEdgeInput, LabeledEdgeInput
 from graphstore.graph_dataset import GraphDataset, LoaderOptions
+from graphstore.hard_negatives import NEGATIVE, POSITIVE, AnchorNegatives
 
 
 def _one_supervision_type(per_part: list, requested: EdgeTypeLike | None) -> EdgeTypeTuple:
@@ -88,13 +93,15 @@ def _by_partition(dataset: GraphDataset, value: Any, single: type, who: str) -> 
                      + f"; got {type(value).__name__}")
 
 
-def _ablp_pairs(dataset: GraphDataset, input_nodes: Any,
-                requested: EdgeTypeLike | None) -> tuple[EdgeTypeTuple, list[torch.Tensor]]:
-    """The supervision type and ``[2, P]`` (anchor, label) pairs per input partition.
+def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike | None
+                ) -> tuple[EdgeTypeTuple, list[torch.Tensor], list[torch.Tensor] | None]:
+    """The supervision type, ``[2, P]`` (anchor, label) pairs per input partition, and the
+    ``[2, N]`` (anchor, negative) pairs per input partition (None: the input has no negative
+    labels of that type at all).
 
     ``ABLPInputNodes`` inputs bring their labels (of one split); anchor ids (``Tensor`` or
     ``(anchor_node_type, Tensor)``, per partition or one) get every label of each anchor from the
-    partition that owns it (``fetch_labels``)."""
+    partition that owns it (``fetch_labels``), and no negatives."""
     empty = torch.empty((2, 0), dtype=torch.long)
     anchor_type = None
     if isinstance(input_nodes, tuple):
@@ -103,8 +110,12 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any,
     if anchor_type is None and not any(isinstance(v, torch.Tensor) for v in values):
         per_part = _by_partition(dataset, input_nodes, ABLPInputNodes, "DistABLPLoader")
         sup = _one_supervision_type(per_part, requested)
+        negatives = None
+        if any(x is not None and sup in x.negative_labels for x in per_part):
+            negatives = [x.negative_labels.get(sup, empty) if x is not None else empty
+                         for x in per_part]
         return sup, [x.positive_labels.get(sup, empty) if x is not None else empty
-                     for x in per_part]
+                     for x in per_part], negatives
     anchors = _by_partition(dataset, input_nodes, torch.Tensor, "DistABLPLoader")
     sup_type = dataset.metadata.supervision_edge_type(requested)
     if anchor_type is not None and anchor_type != sup_type.src_node_type:
@@ -113,7 +124,7 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any,
     parts = dataset.input_partitions
     labels = dataset.fetch_labels({k: a for k, a in zip(parts, anchors) if a is not None},
                                   sup_type)
-    return sup_type.as_tuple(), [labels.get(k, empty) for k in parts]
+    return sup_type.as_tuple(), [labels.get(k, empty) for k in parts], None
 
 
 class _DatasetDriven:
@@ -180,40 +191,65 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
     ``dict[int, ABLPInputNodes]``, as ``fetch_ablp_input`` returns (the labels of one split), or
     anchor ids ``dict[int, Tensor]`` / ``(anchor_node_type, dict[int, Tensor])`` with all their
     labels; a plain ``ABLPInputNodes`` / ``Tensor`` for the only input partition (e.g.
-    colocated)."""
+    colocated). ``hard_negatives_per_anchor`` > 0: each batch also samples up to that many of
+    each distinct anchor's ``negative_labels`` (``ABLPInputNodes`` inputs only; ``y_hard_negative``);
+    not in replicated mode yet (UsageError)."""
 
     def __init__(self, dataset: GraphDataset, num_neighbors: list[int], input_nodes: Any,
                  batch_size: int = 1, num_workers: int = 1, shuffle: bool = False,
                  drop_last: bool = False, supervision_edge_type: EdgeTypeLike | None = None,
                  random_seed: int | None = None, worker_concurrency: int = 4,
-                 prefetch_size: int = 4) -> None:
+                 prefetch_size: int = 4, hard_negatives_per_anchor: int = 0) -> None:
         _check_dataset(dataset, "DistABLPLoader")
         meta = dataset.metadata
-        sup, pairs_per_input = _ablp_pairs(dataset, input_nodes, supervision_edge_type)
+        sup, pairs_per_input, negatives = _ablp_pairs(dataset, input_nodes, supervision_edge_type)
         self.supervision_edge_type = sup
         self._hetero = not meta.is_homogeneous
-        # a label tensor is required (graphstore.glt_adapter.LabeledEdgeInput says why)
-        inputs = [LabeledEdgeInput(row=p[0].contiguous(), col=p[1].contiguous(),
-                                   label=torch.ones(p.size(1), dtype=torch.long),
-                                   input_type=sup if self._hetero else None)
-                  for p in pairs_per_input]
+        self.hard_negatives_per_anchor = int(hard_negatives_per_anchor)
+        seed = _seed(random_seed)
+        if self.hard_negatives_per_anchor < 0:
+            raise UsageError(f"DistABLPLoader: hard_negatives_per_anchor must be >= 0, got "
+                             f"{hard_negatives_per_anchor}")
+        if self.hard_negatives_per_anchor and negatives is None:
+            raise UsageError(f"DistABLPLoader: hard_negatives_per_anchor="
+                             f"{self.hard_negatives_per_anchor} but the input has no negative labels "
+                             f"of {sup} (give fetch_ablp_input's ABLPInputNodes of a supervision type "
+                             "with taskMetadata...hardNegativeEdgeTypes)")
+        input_type = sup if self._hetero else None
+        if self.hard_negatives_per_anchor:
+            inputs = [HardNegativeEdgeInput(p[0].contiguous(), p[1].contiguous(), input_type,
+                                            AnchorNegatives.from_pairs(n),
+                                            self.hard_negatives_per_anchor, seed)
+                      for p, n in zip(pairs_per_input, negatives)]
+        else:  # a label tensor is required (graphstore.glt_adapter.LabeledEdgeInput says why)
+            inputs = [LabeledEdgeInput(row=p[0].contiguous(), col=p[1].contiguous(),
+                                       label=torch.ones(p.size(1), dtype=torch.long),
+                                       input_type=input_type)
+                      for p in pairs_per_input]
         self.num_pairs = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
                                 False, True, with_neg=False, with_weight=False,
-                                edge_dir=meta.edge_dir, seed=_seed(random_seed))
+                                edge_dir=meta.edge_dir, seed=seed)
         dataset.start_loader(self, inputs, config, LoaderOptions(
             "ablp", num_workers, worker_concurrency, prefetch_size))
 
     def finish_batch(self, data: Any) -> Any:
-        """Add ``y_positive`` and the batch's supervision, anchor and label types."""
+        """Add ``y_positive`` (and ``y_hard_negative``) and the batch's supervision, anchor and label
+        types."""
         sup = self.supervision_edge_type
         if not self._hetero:
             # GLT's to_data stores edge_label_index flipped; undo it: [anchor idx, label idx]
-            data.y_positive = data.edge_label_index.flip(0)
+            rows, label = data.edge_label_index.flip(0), data.edge_label
         elif self.edge_dir == "in":
-            data.y_positive = data[sup].edge_label_index
+            rows, label = data[sup].edge_label_index, data[sup].edge_label
         else:
-            data.y_positive = data[reverse_edge_type(sup)].edge_label_index.flip(0)
+            store = data[reverse_edge_type(sup)]
+            rows, label = store.edge_label_index.flip(0), store.edge_label
+        if self.hard_negatives_per_anchor:  # rows: the pairs (POSITIVE), then drawn negatives
+            data.y_positive = rows[:, label == POSITIVE]
+            data.y_hard_negative = rows[:, label == NEGATIVE]
+        else:
+            data.y_positive = rows
         data.supervision_edge_type = sup
         data.anchor_node_type, data.label_node_type = sup[0], sup[2]
         return data

@@ -107,6 +107,22 @@ class GraphMetadata(Model):
         return edge_types
 
 
+class HardNegatives(Model):
+    """Known negatives of one supervision edge type: edges of another declared edge type, from the
+    same anchor node type to the same label node type, each meaning "this anchor does NOT link to
+    this node"."""
+
+    doc_name: ClassVar[str] = "hard negatives entry"
+
+    supervision_edge_type: EdgeType = Field(alias="supervisionEdgeType", description=(
+        "A supervision edge type (listed in `supervisionEdgeTypes`), at most one entry each."))
+    negative_edge_type: EdgeType = Field(alias="negativeEdgeType", description=(
+        "A declared edge type (`graphMetadata.edgeTypes`) with the same source and destination node "
+        "types, not a supervision edge type, named by one entry only. Its edges are labels only, never "
+        "message-passing edges (no reverse type is added for it); its edge source has no weight or "
+        "feature columns."))
+
+
 class LinkPredictionTask(Model):
     """``nodeAnchorBasedLinkPredictionTaskMetadata``."""
 
@@ -116,12 +132,52 @@ class LinkPredictionTask(Model):
         "Edge types whose edges are the link-prediction labels. Each must be in "
         "`graphMetadata.edgeTypes`. The library handles the reversal that "
         "`sample_edge_direction: in` implies."))
+    hard_negatives: tuple[HardNegatives, ...] = Field((), alias="hardNegativeEdgeTypes", description=(
+        "Hard negatives when supervision gives them: for a supervision edge type, the edge type whose "
+        "edges are its anchors' known negatives (e.g. `user dislikes item` for `user buys item`). They "
+        "are split with their anchors' positives (the same splitter: per anchor, or per edge by the same "
+        "hash rule), served with the anchors of each split (`ABLPInputNodes.negative_labels`), and the "
+        "default trainer adds them to each anchor's negatives in its loss "
+        "(`trainerArgs.hard_negatives_per_anchor`); evaluation is unchanged. Not in replicated mode yet "
+        "(refused with the resource config)."))
 
     @field_validator("supervision_edge_types")
     @classmethod
     def _unique(cls, edge_types: tuple[EdgeType, ...]) -> tuple[EdgeType, ...]:
         unique(edge_types, str).raise_any()
         return edge_types
+
+    @field_validator("hard_negatives")
+    @classmethod
+    def _hard_negatives(cls, entries: tuple[HardNegatives, ...],
+                        info: ValidationInfo) -> tuple[HardNegatives, ...]:
+        """Each entry names a listed supervision type once, and a negative type of the same node
+        types that is no supervision type and no other entry's negative type."""
+        issues, supervision = Issues(), info.data.get("supervision_edge_types")
+        negatives = [e.negative_edge_type for e in entries]
+        for i, (e, neg) in enumerate(zip(entries, negatives)):
+            sup = e.supervision_edge_type
+            if sup in [earlier.supervision_edge_type for earlier in entries[:i]]:
+                issues.bad((i, "supervisionEdgeType"), str(sup), "is listed twice")
+            if supervision is not None and sup not in supervision:
+                issues.bad((i, "supervisionEdgeType"), str(sup),
+                           "is not listed in supervisionEdgeTypes; list it there first")
+            if (neg.src_node_type, neg.dst_node_type) != (sup.src_node_type, sup.dst_node_type):
+                issues.bad((i, "negativeEdgeType"), str(neg),
+                           f"must join the same node types as {sup} ({sup.src_node_type} -> "
+                           f"{sup.dst_node_type})")
+            if supervision is not None and neg in supervision:
+                issues.bad((i, "negativeEdgeType"), str(neg),
+                           "is a supervision edge type; a negative type holds known non-links only")
+            if neg in negatives[:i]:
+                issues.bad((i, "negativeEdgeType"), str(neg), "is named by an earlier entry too")
+        issues.raise_any()
+        return entries
+
+    @property
+    def negative_types(self) -> dict[EdgeType, EdgeType]:
+        """``{supervision edge type: its negative edge type}``, in entry order."""
+        return {e.supervision_edge_type: e.negative_edge_type for e in self.hard_negatives}
 
 
 class TaskMetadata(Model):

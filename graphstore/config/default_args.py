@@ -54,6 +54,9 @@ class TrainerArgs:
     batch_size: int = field(default=256, metadata={"min": 1})  # (anchor, positive) pairs per step and rank
     num_random_negatives: int = 256  # random label nodes per step and rank; 0: none
     in_batch_negatives: bool = True  # the batch's other positives are negatives of each pair too
+    hard_negatives_per_anchor: int = 4  # up to this many known negatives of each distinct anchor
+    # of a batch join that anchor's negatives (supervision types with hardNegativeEdgeTypes only,
+    # drawn anew every batch; 0: not used)
     lr: float = 0.005
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"  # decay to 0 at max_steps
     warmup_steps: int = 0  # linear warm-up from 0 to lr over these first steps

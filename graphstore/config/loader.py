@@ -152,6 +152,11 @@ def check_pair(task: TaskConfig, res: ResourceConfig, tcol: Collector, resource_
                  "missing: warehouse 'bigquery' needs a project; set it here or in "
                  f"shared_resource_config.common_compute_config.project ({resource_file})",
                  missing=True)
+    if task.hard_negative_edge_types and res.trainer.replicated:
+        tcol.bad("taskMetadata.nodeAnchorBasedLinkPredictionTaskMetadata.hardNegativeEdgeTypes",
+                 [str(et) for et in task.hard_negative_edge_types.values()],
+                 f"is not supported in replicated mode yet ({resource_file} trains with mode: "
+                 "replicated): remove it, or train in graph-store or colocated mode")
     num = task.dataset.partition.num_partitions
     if num is not None and num != res.num_partitions and not res.trainer.replicated:
         tcol.bad("datasetConfig.partitionConfig.numPartitions", num,
@@ -164,10 +169,11 @@ def load_config_pair(task_path: PathLike, resource_path: PathLike, overrides: Se
     """Load a task and a resource config together, with overrides routed by their first key.
 
     Runs both files' checks and the cross-file checks (BigQuery dataset and project, partition
-    count), fills the task's defaults from the resource config (:func:`with_resource_defaults`), and
-    raises ONE :class:`ConfigError` listing every problem of both files. ``origins`` maps an
-    override to how the user gave it when that was not ``--set`` (e.g. ``{"datasetConfig.
-    partitionConfig.numPartitions=3": "--num-partitions 3"}``), so a problem names the flag.
+    count, no hard negatives in replicated mode), fills the task's defaults from the resource
+    config (:func:`with_resource_defaults`), and raises ONE :class:`ConfigError` listing every
+    problem of both files. ``origins`` maps an override to how the user gave it when that was
+    not ``--set`` (e.g. ``{"datasetConfig.partitionConfig.numPartitions=3": "--num-partitions
+    3"}``), so a problem names the flag.
     """
     ocol = Collector("<overrides>")
     task_ov, res_ov = route_overrides(overrides, ocol)

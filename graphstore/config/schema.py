@@ -213,13 +213,23 @@ class TaskConfig(FileModel):
         """``taskMetadata.nodeAnchorBasedLinkPredictionTaskMetadata.supervisionEdgeTypes``."""
         return self.task_metadata.link_prediction.supervision_edge_types
 
+    @property
+    def hard_negative_edge_types(self) -> dict[EdgeType, EdgeType]:
+        """``{supervision edge type: its negative edge type}`` (``hardNegativeEdgeTypes``)."""
+        return self.task_metadata.link_prediction.negative_types
+
     @field_validator("task_metadata")
     @classmethod
     def _supervision(cls, meta: TaskMetadata, info: ValidationInfo) -> TaskMetadata:
         graph, issues = info.data.get("graph_metadata"), Issues()
+        lp = "nodeAnchorBasedLinkPredictionTaskMetadata"
         for i, et in enumerate(meta.link_prediction.supervision_edge_types):
-            issues.member(("nodeAnchorBasedLinkPredictionTaskMetadata", "supervisionEdgeTypes", i), et,
+            issues.member((lp, "supervisionEdgeTypes", i), et,
                           graph and graph.edge_types, "edge type (graphMetadata.edgeTypes)")
+        for i, entry in enumerate(meta.link_prediction.hard_negatives):
+            issues.member((lp, "hardNegativeEdgeTypes", i, "negativeEdgeType"),
+                          entry.negative_edge_type, graph and graph.edge_types,
+                          "edge type (graphMetadata.edgeTypes)")
         issues.raise_any()
         return meta
 
@@ -227,6 +237,18 @@ class TaskConfig(FileModel):
     @classmethod
     def _sources(cls, dataset: DatasetConfig, info: ValidationInfo) -> DatasetConfig:
         check_sources(dataset, info.data.get("graph_metadata"))
+        meta = info.data.get("task_metadata")
+        negatives = set(meta.link_prediction.negative_types.values()) if meta is not None else set()
+        issues = Issues()
+        for i, src in enumerate(dataset.edge_sources):
+            if src.edge_type in negatives and (src.weight_column or src.feature_columns):
+                key = "weightColumn" if src.weight_column else "featureColumns"
+                issues.bad(("dataSources", "edges", i, key),
+                           src.weight_column or list(src.feature_columns),
+                           f"is not read: {src.edge_type} holds hard negatives (taskMetadata."
+                           "nodeAnchorBasedLinkPredictionTaskMetadata.hardNegativeEdgeTypes), which "
+                           "carry no weights or features; remove it")
+        issues.raise_any()
         return dataset
 
     @field_validator("trainer")

@@ -17,7 +17,11 @@ Placement rules:
 - labels (supervision types) live with their source, the anchor of link prediction: the splitter
   and ``fetch_ablp_input`` need each anchor's positives on its own storage. With ``in`` sampling
   the reverse type is already placed that way, so its files serve as the labels
-  (``labels_from``) instead of a second copy.
+  (``labels_from``) instead of a second copy;
+- a hard-negative edge type (``hardNegativeEdgeTypes``) is written as labels only, placed by its
+  source like supervision labels: no graph edges (it never passes messages, so its edge counts
+  are 0), no reverse type, no weight or features; its manifest entry names its supervision type
+  (``negative_of``).
 
 Missing rows: fewer rows out than in means null or dangling endpoints: an error naming the first
 offending row, or (``danglingEdges: drop``) a warning and a count in ``ws.dropped``.
@@ -28,7 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from graphstore.errors import InputDataError
 from graphstore.literal_paths import duckdb_literal_glob
@@ -48,9 +52,14 @@ ValueChecks = list[tuple[tuple[str, ...], str]]
 
 
 def write_edge_type(ws: Workspace, key: str, es: "EdgeSource", table: Table,
-                    kinds: dict[str, IdKind], supervision: set[str]) -> dict[str, EdgeTypeInfo]:
+                    kinds: dict[str, IdKind], supervision: set[str],
+                    negatives: Mapping[str, str] | None = None) -> dict[str, EdgeTypeInfo]:
     """Write one edge type, its reverse (when added) and its labels (supervision types); return
-    the manifest entry of each type written (rules in the module docstring)."""
+    the manifest entry of each type written (rules in the module docstring). ``negatives``:
+    hard-negative edge type -> the supervision type it serves (written as labels only)."""
+    negative_of = (negatives or {}).get(key)
+    if negative_of is not None:
+        return {key: write_negative_type(ws, key, es, table, kinds, negative_of)}
     et = es.edge_type
     reverse_key = None
     if ws.task.dataset.partition.add_reverse_edges and et.src_node_type != et.dst_node_type:
@@ -81,6 +90,21 @@ def write_edge_type(ws: Workspace, key: str, es: "EdgeSource", table: Table,
             labels_from=labels_from if out_key == key else None,
             dropped_dangling=ws.dropped.get(out_key, 0))
     return infos
+
+
+def write_negative_type(ws: Workspace, key: str, es: "EdgeSource", table: Table,
+                        kinds: dict[str, IdKind], negative_of: str) -> EdgeTypeInfo:
+    """Write a hard-negative edge type as labels only, placed by source (module docstring)."""
+    if can_stream(ws, es, table):
+        write_streamed(ws, key, es, table, kinds, None, True, graph_edges=False)
+    else:
+        write_joined(ws, key, es, table, kinds, as_labels=True)
+    et = es.edge_type
+    return EdgeTypeInfo(
+        src_node_type=et.src_node_type, relation=et.relation, dst_node_type=et.dst_node_type,
+        count=0, counts_per_partition=(0,) * ws.P, has_weight=False, feature_dim=0,
+        is_supervision=False, labels_per_partition=ws.rows_per_partition(lambda p: label_dir(p, key)),
+        negative_of=negative_of, dropped_dangling=ws.dropped.get(key, 0))
 
 
 def check_edge_table(ws: Workspace, key: str, es: "EdgeSource", table: Table,
@@ -118,14 +142,15 @@ def can_stream(ws: Workspace, es: "EdgeSource", table: Table) -> bool:
 @read_errors.step("writing edges {key}", "table")
 def write_streamed(ws: Workspace, key: str, es: "EdgeSource", table: Table,
                    kinds: dict[str, IdKind], reverse_key: str | None,
-                   own_labels: bool) -> tuple[bool, int]:
+                   own_labels: bool, graph_edges: bool = True) -> tuple[bool, int]:
     """Write one edge type, its reverse type and its labels in one chunked pass over the
-    raw file (:mod:`graphstore.partition.edge_stream`); returns (has_weight, feature_dim)."""
+    raw file (:mod:`graphstore.partition.edge_stream`); returns (has_weight, feature_dim).
+    ``graph_edges`` False: the labels only (a hard-negative type)."""
     t0 = time.perf_counter()
     width = check_edge_table(ws, key, es, table, scan=False)
     et = es.edge_type
     outputs = [EdgeOutput(lambda p: os.path.join(ws.out, edge_dir(p, key)),
-                          "src", anchor_side(ws.direction), True)]
+                          "src", anchor_side(ws.direction), True)] if graph_edges else []
     if reverse_key:  # the flipped edge's anchor: old src for "in" sampling, old dst for "out"
         outputs.append(EdgeOutput(lambda p: os.path.join(ws.out, edge_dir(p, reverse_key)),
                                   "dst", "src" if ws.direction == "in" else "dst", True))
@@ -153,6 +178,8 @@ def write_streamed(ws: Workspace, key: str, es: "EdgeSource", table: Table,
             ).fetchone()[0]
         _explain_missing_edges(ws, key, es, table, kinds, missing)
     written = " + reverse" * bool(reverse_key) + " + labels" * own_labels
+    if not graph_edges:
+        written = " as labels only (hard negatives)"
     log_rate(log, f"edges {key}{written} (in memory)", table.num_rows, t0)
     ws.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
     return bool(es.weight_column), width
@@ -160,23 +187,24 @@ def write_streamed(ws: Workspace, key: str, es: "EdgeSource", table: Table,
 
 @read_errors.step("writing edges {key}", "table")
 def write_joined(ws: Workspace, key: str, es: "EdgeSource", table: Table,
-                 kinds: dict[str, IdKind]) -> tuple[bool, int]:
+                 kinds: dict[str, IdKind], as_labels: bool = False) -> tuple[bool, int]:
     """Write one edge type split by partition with a DuckDB join (any size, spills);
-    returns (has_weight, feature_dim)."""
+    returns (has_weight, feature_dim). ``as_labels``: into ``labels/``, placed by source,
+    ``src`` and ``dst`` only (a hard-negative type)."""
     t0 = time.perf_counter()
     et = es.edge_type
     width = check_edge_table(ws, key, es, table)
     cols = [f"{id_expr(es.src_column, kinds[et.src_node_type])} AS __s",
             f"{id_expr(es.dst_column, kinds[et.dst_node_type])} AS __d"]
     out_cols = ["s.int_id AS src", "d.int_id AS dst"]
-    if es.weight_column:
+    if es.weight_column and not as_labels:
         cols.append(f"CAST({sql_ident(es.weight_column)} AS FLOAT) AS __w")
         out_cols.append("e.__w AS weight")
-    if width:
+    if width and not as_labels:
         cols.append(src_mod.feature_sql(table, es.feature_columns, width))
         out_cols.extend(f"e.f_{i}" for i in range(width))
-    anchor = "s" if anchor_side(ws.direction) == "src" else "d"
-    target = os.path.join(ws.hive, "edges", key)
+    anchor = "s" if as_labels or anchor_side(ws.direction) == "src" else "d"
+    target = os.path.join(ws.hive, "labels" if as_labels else "edges", key)
     written = ws.db.execute(
         f"COPY (SELECT {', '.join(out_cols)}, {anchor}.int_id % {ws.P} AS part "
         f"FROM (SELECT {', '.join(cols)} FROM {table.relation}) e "
@@ -187,8 +215,8 @@ def write_joined(ws: Workspace, key: str, es: "EdgeSource", table: Table,
     missing = table.num_rows - int(written)
     if missing:
         _explain_missing_edges(ws, key, es, table, kinds, missing)
-    ws.move_hive(target, lambda p: edge_dir(p, key))
-    log_rate(log, f"edges {key}", table.num_rows, t0)
+    ws.move_hive(target, lambda p: (label_dir if as_labels else edge_dir)(p, key))
+    log_rate(log, f"edges {key}" + " as labels only (hard negatives)" * as_labels, table.num_rows, t0)
     ws.stats[f"edges_per_s.{key}"] = round(table.num_rows / (time.perf_counter() - t0), 1)
     return bool(es.weight_column), width
 

@@ -145,8 +145,10 @@ def _write_shards(ws: Workspace, task: "TaskConfig", nodes: dict[str, node_step.
     overlap another's scans. Results are collected in config order, whatever the timing.
     """
     supervision = {str(et) for et in task.supervision_edge_types}
+    negatives = {str(neg): str(sup) for sup, neg in task.hard_negative_edge_types.items()}
     with ThreadPoolExecutor(max_workers=PARALLEL_STEPS) as pool:
-        edge_jobs = [pool.submit(edge_step.write_edge_type, ws, key, es, table, kinds, supervision)
+        edge_jobs = [pool.submit(edge_step.write_edge_type, ws, key, es, table, kinds, supervision,
+                                 negatives)
                      for key, (es, table) in edge_srcs.items()]
         node_jobs = {nt: pool.submit(node_step.write_node_outputs, ws, node)
                      for nt, node in nodes.items()}

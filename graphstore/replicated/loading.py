@@ -28,6 +28,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from graphstore.errors import UsageError
+
 log = logging.getLogger(__name__)
 _SEED_STRIDE = 100_003  # random_seed of epoch e: seed * stride + e (distinct per epoch and rank)
 ROWS_PER_BLOCK = 8
@@ -89,6 +91,10 @@ class RayDataIteration:
         ``SamplingConfig``; the supervision type of a link loader is its
         ``supervision_edge_type``."""
         meta = dataset.metadata
+        if getattr(loader, "hard_negatives_per_anchor", 0):
+            raise UsageError("DistABLPLoader: hard_negatives_per_anchor is not supported in "
+                             "replicated mode yet (taskMetadata...hardNegativeEdgeTypes); use "
+                             "graph-store or colocated mode")
         if hasattr(sampler_input, "node"):
             node_type = sampler_input.input_type or meta.node_types[0]
             units, supervision = sampler_input.node.numpy(), None

@@ -263,14 +263,17 @@ def write_graph_file(shards: ShardSet | str, output: str, *, storage_args: Stora
     src = _Source(shards, batch_rows)
     t0 = time.perf_counter()
 
+    # hard-negative types (labels only) are left out: replicated mode does not serve them yet
+    graph_types = {name: info for name, info in m.edge_types.items() if not info.negative_of}
+
     def fill(w: SectionWriter) -> GraphHeader:
         edge_types = {}
-        for name in m.edge_types:
+        for name in graph_types:
             edge_types[name] = _write_edge_type(w, src, name, split)
             log.info("graph file: edge_type=%s edges=%d seconds=%.1f", name,
                      m.edge_types[name].count, time.perf_counter() - t0)
         supervision = {name: _write_labels(w, src, name, split)
-                       for name, info in m.edge_types.items() if info.labels_per_partition is not None}
+                       for name, info in graph_types.items() if info.labels_per_partition is not None}
         spec = None
         if splitter is not None:
             spec = {"cls_path": storage_args.splitter_cls_path,

@@ -14,7 +14,10 @@ files are as in schema 1). Layout of one version folder (``<root>/v-<UTC>-<hex>/
     part_<p>/labels/<edge_type>/*.parquet supervision edge types only: src INT64, dst INT64 of the
                                           edges whose SOURCE (the anchor) partition p owns; absent
                                           when ``labels_from`` names the reverse type, whose edges
-                                          (flipped) are exactly these labels (``in`` sampling)
+                                          (flipped) are exactly these labels (``in`` sampling).
+                                          Hard-negative edge types (``negative_of`` set: the
+                                          supervision type they serve) have labels only: their
+                                          edge counts are 0, there is no reverse type for them
 
 Rules (every writer and reader keeps them):
 - Dense ids: per node type, raw ids sorted ascending get 0..N-1. ``id_map`` is the only way back.
@@ -103,6 +106,7 @@ class EdgeTypeInfo:
     labels_from: str | None = None  # labels are this (reverse) type's edges, flipped
     reverse_of: str | None = None  # set on a reverse type the partitioner added (datasetConfig.partitionConfig.addReverseEdges)
     dropped_dangling: int = 0
+    negative_of: str | None = None  # hard negatives of this supervision type: labels only, no edges
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,10 @@ Order (docs/runtime.md, "Graph-store sessions"; once per storage machine, before
      (node-based) or every supervision edge (``per_edge`` splitters), hash-deterministic
      (graphstore.splitter), and remove the val/test supervision edges from the message-passing
      graph (all supervision edges when ``should_convert_labels_to_edges`` is false), forward and
-     reverse types alike, so evaluation never samples the edge it is asked to predict;
+     reverse types alike, so evaluation never samples the edge it is asked to predict; the hard
+     negatives of a supervision type (``hardNegativeEdgeTypes``: labels only, never in the graph)
+     are split by the same rule: with their anchor (node-based), or per edge by the same hash of
+     (their own edge type, anchor, node);
   3. build the GLT ``DistDataset`` on CPU (``graph_mode='CPU'``, features without GPU).
 
 The returned :class:`StorageState` is what a partition answers the storage protocol from
@@ -57,6 +60,9 @@ class StorageState:
     owned_nodes: dict[str, np.ndarray]  # sorted dense ids this partition owns, per node type
     supervision: dict[EdgeType, Supervision]
     edge_counts: dict[EdgeType, int] = field(default_factory=dict)  # after split filtering
+    negatives: dict[EdgeType, Supervision] = field(default_factory=dict)
+    """Hard negatives per supervision edge type (keys of ``metadata.hard_negative_edge_types``):
+    the negative type's (anchor, node) rows, split like the supervision type's labels."""
 
 
 def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
@@ -77,6 +83,9 @@ def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
 
 def _supervision(data: PartitionData, et: EdgeType, splitter: DistNodeAnchorLinkSplitter | None,
                  node_counts: Mapping[str, int], num_edges: int) -> Supervision:
+    """The labels of ``et`` (a supervision or a hard-negative type) sorted by anchor, and their
+    split: per edge by the hash of (``et``, anchor, node), or per anchor by the anchor node type's
+    hash, which a negative type shares with its supervision type (same anchors, same split)."""
     lab = data.labels[str(et)]
     order = np.argsort(lab.src, kind="stable")
     src, dst = lab.src[order], lab.dst[order]
@@ -92,6 +101,17 @@ def _supervision(data: PartitionData, et: EdgeType, splitter: DistNodeAnchorLink
         for name, code in SPLIT_CODE.items():
             by_split[name] = anchors[codes == code]
     return Supervision(et, src, dst, by_split, label_split)
+
+
+def _negatives(data: PartitionData, manifest, meta: DatasetMetadata,
+               splitter: DistNodeAnchorLinkSplitter | None) -> dict[EdgeType, Supervision]:
+    """Hard negatives per supervision type (module docs, step 2); an integer ``num_val`` /
+    ``num_test`` of a per-edge splitter counts over the negative type's own rows."""
+    out = {}
+    for sup, neg in meta.hard_negative_edge_types.items():
+        rows = sum(manifest.edge_types[str(neg)].labels_per_partition or ())
+        out[sup] = _supervision(data, neg, splitter, meta.node_counts, rows)
+    return out
 
 
 def _keep_mask(data: PartitionData, et: EdgeType, reverse_of: EdgeType | None,
@@ -170,7 +190,8 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
     state = StorageState(
         partition=partition, metadata=meta,
         owned_nodes={nt: np.sort(s.ids) for nt, s in data.nodes.items()},
-        supervision=supervision, edge_counts=edge_counts)
+        supervision=supervision, edge_counts=edge_counts,
+        negatives=_negatives(data, m, meta, splitter))
     log.info("partition=%d loaded edges=%d nodes=%d splits=%s seconds=%.2f", partition,
              sum(edge_counts.values()), sum(len(v) for v in state.owned_nodes.values()),
              meta.has_splits, time.perf_counter() - t0)

@@ -79,13 +79,19 @@ def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
 def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
                supervision_edge_type: EdgeType) -> ABLPInputNodes:
     """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels (of
-    that split, for a per-edge split)."""
+    that split, for a per-edge split) and, when the supervision type has hard negatives, their
+    negative labels (``[2, N]`` (anchor, node) pairs sorted by anchor, of that split likewise;
+    an anchor may have none)."""
     sup = supervision(s, supervision_edge_type)
     anchors = np.ascontiguousarray(contiguous_slice(split_anchors(sup, split), rank, world_size))
     et = supervision_edge_type
     pairs = labels_of(sup, anchors, split)
+    negatives = {}
+    if et in s.negatives:
+        negatives[et.as_tuple()] = torch.from_numpy(labels_of(s.negatives[et], anchors, split))
     return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
-                          positive_labels={et.as_tuple(): torch.from_numpy(pairs)})
+                          positive_labels={et.as_tuple(): torch.from_numpy(pairs)},
+                          negative_labels=negatives)
 
 
 def positive_pairs_to(s: StorageState, supervision_edge_type: EdgeType,

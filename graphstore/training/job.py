@@ -123,8 +123,19 @@ class Job:
         each pair are left out of message passing: with them, a model learns "linked = positive",
         which holds for training pairs only (the splitter removes val/test pairs from the graph),
         and ranked worse than random here."""
+        return self.pair_and_hard_embeddings(model, batch, sup)[:4]
+
+    def pair_and_hard_embeddings(self, model, batch, sup: Supervision):
+        """:meth:`pair_embeddings` plus, from the same forward pass, the batch's hard negatives
+        (``batch.y_hard_negative``, graphstore.loaders): ``(embeddings [M, d], anchor ids [M],
+        node ids [M])``, or None when the loader drew none (``hard_negatives_per_anchor`` 0)."""
         batch = move_batch(batch, self.device)
         y = batch.y_positive
         h, v = self.embed(model, batch, drop=(sup, y))
+        hard = None
+        yh = getattr(batch, "y_hard_negative", None)
+        if yh is not None:
+            hard = (h[sup.label_type][yh[1]], v.node_ids[sup.anchor_type][yh[0]],
+                    v.node_ids[sup.label_type][yh[1]])
         return (h[sup.anchor_type][y[0]], h[sup.label_type][y[1]],
-                v.node_ids[sup.anchor_type][y[0]], v.node_ids[sup.label_type][y[1]])
+                v.node_ids[sup.anchor_type][y[0]], v.node_ids[sup.label_type][y[1]], hard)

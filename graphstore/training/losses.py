@@ -2,9 +2,11 @@
 
 Shapes: ``anchor_emb [A, d]`` (one row per (anchor, positive) pair, i.e. ``batch.y_positive``
 gathered), ``pos_emb [A, d]``, ``neg_emb [N, d]`` (random negatives; the batch's own positives are
-added as in-batch negatives). ``anchor_ids`` / ``pos_ids`` / ``neg_ids`` are global node ids used
-to remove *accidental hits*: a candidate that is the pair's own positive (or any positive of the
-same anchor in the batch) is not a negative for it.
+added as in-batch negatives; the trainer appends the batch's hard negatives, ``[M, d]``, as the
+last ``M`` columns, each a negative of its own anchor's rows only: :func:`hard_negative_mask`).
+``anchor_ids`` / ``pos_ids`` / ``neg_ids`` are global node ids used to remove *accidental hits*:
+a candidate that is the pair's own positive (or any positive of the same anchor in the batch) is
+not a negative for it.
 """
 
 from __future__ import annotations
@@ -65,6 +67,21 @@ def accidental_hit_mask(anchor_ids: torch.Tensor, pos_ids: torch.Tensor,
     eye = torch.arange(len(anchor_ids), device=anchor_ids.device)
     hits[eye, eye] = False  # the row's own positive stays
     return hits
+
+
+def hard_negative_mask(anchor_ids: torch.Tensor, pos_ids: torch.Tensor,
+                       hard_anchor_ids: torch.Tensor, hard_ids: torch.Tensor) -> torch.Tensor:
+    """``[A, M]`` True where hard negative ``j`` (drawn by anchor ``hard_anchor_ids[j]``, node
+    ``hard_ids[j]``) is NOT a negative of row ``i``: it belongs to another anchor, or it is a
+    positive of row ``i``'s anchor in the batch (an accidental hit). So each pair's extra
+    negatives are exactly its own anchor's drawn hard negatives (graphstore.hard_negatives)."""
+    own = anchor_ids[:, None] == hard_anchor_ids[None, :]
+    if not len(hard_ids):
+        return ~own
+    base = int(torch.cat([pos_ids, hard_ids]).max()) + 1
+    known = anchor_ids * base + pos_ids
+    hit = torch.isin(hard_anchor_ids * base + hard_ids, known)[None, :]
+    return ~own | hit
 
 
 def retrieval_loss(scores: torch.Tensor, hit_mask: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,10 @@ Per worker (``_worker``), in this order:
      gives GPUs, graphstore.devices; batches are sampled on the CPU and moved there before the
      forward): for every supervision type, the model on its ABLP batch (anchors, positives; the
      edges joining each pair left out of message passing) and on its negative batch; retrieval (or
-     BPR) loss with accidental hits removed, summed over types; DDP all-reduces gradients; AdamW;
+     BPR) loss with accidental hits removed, summed over types; a type with hard negatives
+     (``hardNegativeEdgeTypes``) has its ABLP batches draw up to ``hard_negatives_per_anchor`` of
+     each anchor's known negatives, which join that anchor's negatives (their count per type is
+     logged and in ``metrics.json``, ``hard_negatives``); DDP all-reduces gradients; AdamW;
   3. before the first step, the baselines (``trainerArgs.baselines``) are fitted on every
      rank's training pairs; every ``val_every_steps`` before the last step: MRR / hits@k per
      supervision type on val, model and baselines on the same candidates; at the end, on test
@@ -64,7 +67,8 @@ from graphstore.training.evaluation import Evaluator
 from graphstore.training.history import TrainingLog
 from graphstore.training.job import Job, Supervision
 from graphstore.training.losses import (
-    accidental_hit_mask, bpr_loss, candidate_scores, logq_offsets, retrieval_loss,
+    accidental_hit_mask, bpr_loss, candidate_scores, hard_negative_mask, logq_offsets,
+    retrieval_loss,
 )
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig, id_embedding_counts
 from graphstore.training.schedule import EarlyStopping, lr_factor, set_lr
@@ -133,7 +137,8 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
             popularity[sup.key] = sup.popularity(train_input).to(device.torch_device)
             train = DistABLPLoader(job.ds, list(args.num_neighbors), train_input,
                                    batch_size=args.batch_size, shuffle=True, drop_last=True,
-                                   supervision_edge_type=sup.key)
+                                   supervision_edge_type=sup.key,
+                                   hard_negatives_per_anchor=_hard_per_anchor(job, sup, args))
             negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
                                            sup.node_input(sup.label_ids()),
                                            batch_size=args.num_random_negatives, shuffle=True) \
@@ -149,6 +154,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
     stopper = EarlyStopping(args.early_stopping_patience)
     stopped_early = False  # True when early stopping ended training before max_steps / max_epochs
     wait_s = compute_s = loss_sum = 0.0
+    hard = {sup.key: 0 for sup, _, _ in streams if _hard_per_anchor(job, sup, args)}
     first = streams[0][1]
 
     def epochs_left() -> bool:  # max_epochs counts the first supervision type's epochs
@@ -159,8 +165,12 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         batches = [(sup, train.next(), negatives.next() if negatives else None)
                    for sup, train, negatives in streams]
         t1 = time.perf_counter()
-        loss = sum(_loss(ddp, job, sup, batch, neg, args, popularity[sup.key])
-                   for sup, batch, neg in batches)
+        loss = 0
+        for sup, batch, neg in batches:
+            sup_loss, drawn = _loss(ddp, job, sup, batch, neg, args, popularity[sup.key])
+            loss = loss + sup_loss
+            if sup.key in hard:
+                hard[sup.key] += drawn
         optimizer.zero_grad()
         loss.backward()
         set_lr(optimizer, args.lr * lr_factor(step, args.max_steps, args.lr_schedule,
@@ -175,8 +185,9 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         if step % args.log_every_steps == 0 and rank == 0:
             total = wait_s + compute_s
             mean = loss_sum / args.log_every_steps
-            log.info("step=%d loss=%.4f batches_per_s=%.1f wait_share=%.2f", step, mean,
-                     args.log_every_steps / total, wait_s / total)
+            log.info("step=%d loss=%.4f batches_per_s=%.1f wait_share=%.2f%s", step, mean,
+                     args.log_every_steps / total, wait_s / total,
+                     "".join(f" hard_negatives.{k}={n}" for k, n in hard.items()))
             tlog.interval(step, mean, args.log_every_steps / total, wait_s / total)
         if step % args.log_every_steps == 0:
             wait_s = compute_s = loss_sum = 0.0
@@ -206,6 +217,12 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         summary = {"steps": step, "seconds": round(time.perf_counter() - t_start, 1),
                    "val_history": history, "test": test, "baselines": evaluator.baselines,
                    **tlog.to_dict(), "protocol": _protocol(args)}
+        if hard:
+            # rank 0's batches: how many hard negatives reached its loss, in all and per step
+            summary["hard_negatives"] = {
+                k: {"per_anchor": args.hard_negatives_per_anchor, "drawn_rank0": n,
+                    "per_step_rank0": round(n / max(step - (resume or {}).get("step", 0), 1), 1)}
+                for k, n in hard.items()}
         if stopper.patience:
             summary["early_stopping"] = {"best_step": stopper.best_step,
                                          "best_val_mrr": stopper.best_mrr,
@@ -275,22 +292,34 @@ def _report(run_dir: str, data_root: str | None, job: Job, evaluator: Evaluator,
                                               stages=earlier_stages(run_dir)))
 
 
+def _hard_per_anchor(job: Job, sup: Supervision, args: TrainerArgs) -> int:
+    """Hard negatives per anchor of ``sup``'s training batches: 0 unless the graph has hard
+    negatives for it (``hardNegativeEdgeTypes``)."""
+    return args.hard_negatives_per_anchor if sup.type in job.meta.hard_negative_edge_types else 0
+
+
 def _loss(model, job: Job, sup: Supervision, batch, neg, args: TrainerArgs,
-          popularity: torch.Tensor) -> torch.Tensor:
-    """Retrieval (or BPR) loss of one supervision type's batch against in-batch and random
-    negatives, accidental hits removed."""
-    a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
+          popularity: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Retrieval (or BPR) loss of one supervision type's batch against in-batch, random and hard
+    negatives (each hard negative only for its own anchor's rows, no logQ offset: it was not
+    sampled by popularity), accidental hits removed; and the hard negatives it used."""
+    a, p, a_id, p_id, hard = job.pair_and_hard_embeddings(model, batch, sup)
     if neg is not None:
         hn, vn = job.embed(model, neg)
         k = seed_count(neg, sup.label_type, job.homo is not None)
         n_emb, n_id = hn[sup.label_type][:k], vn.node_ids[sup.label_type][:k]
     else:  # num_random_negatives 0: in-batch negatives only
         n_emb, n_id = a.new_empty(0, a.size(1)), p_id.new_empty(0)
-    scores = candidate_scores(a, p, n_emb, args.decoder, args.temperature)
+    h_emb, h_anchor, h_id = hard if hard is not None else (
+        a.new_empty(0, a.size(1)), a_id.new_empty(0), a_id.new_empty(0))
+    scores = candidate_scores(a, p, torch.cat([n_emb, h_emb]), args.decoder, args.temperature)
     if args.logq_correction:
-        scores = scores - logq_offsets(p_id, n_id, popularity, args.in_batch_negatives)[None, :]
-    mask = accidental_hit_mask(a_id, p_id, n_id, args.in_batch_negatives)
-    return (retrieval_loss if args.loss == "retrieval" else bpr_loss)(scores, mask)
+        offsets = logq_offsets(p_id, n_id, popularity, args.in_batch_negatives)
+        scores = scores - torch.cat([offsets, offsets.new_zeros(len(h_id))])[None, :]
+    mask = torch.cat([accidental_hit_mask(a_id, p_id, n_id, args.in_batch_negatives),
+                      hard_negative_mask(a_id, p_id, h_anchor, h_id)], dim=1)
+    loss = (retrieval_loss if args.loss == "retrieval" else bpr_loss)(scores, mask)
+    return loss, int(len(h_id))
 
 
 def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
