@@ -363,9 +363,14 @@ def run_all(a: argparse.Namespace, scales: list[int], modes: list[Mode],
     return runs
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")  # run_mode ends the run it started
+
+
 def main() -> int:
     a = build_parser().parse_args()
     scales, modes = check_args(a)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     t_start = time.perf_counter()
     roots = {}
     for scale in scales:
