@@ -139,11 +139,13 @@ def loads_from_tables(task: TaskConfig, num_partitions: int,
     """Estimated :class:`PartitionLoad` of each partition before partitioning: the graph's rows
     split evenly (nodes by ``int_id % P``, edges by anchor). A node type without a table is
     counted as the rows of the edge tables that touch it (an upper bound: its ids come from
-    them). Reverse edge types and separate label rows are added as the partitioner adds them."""
+    them). Reverse edge types and separate label rows are added as the partitioner adds them; a
+    hard-negative edge type (``hardNegativeEdgeTypes``) is label rows only (no edges, no reverse)."""
     ds, graph = task.dataset, task.graph_metadata
     direction = task.trainer.storage.storage_args.sample_edge_direction
     reverse = ds.partition.add_reverse_edges
     supervision = {str(et) for et in task.supervision_edge_types}
+    negatives = {str(et) for et in task.hard_negative_edge_types.values()}
     node_dim = {src.node_type: len(src.feature_columns) for src in ds.node_sources}
     nodes = dict(counts.nodes)
     for nt in graph.node_types:
@@ -153,6 +155,10 @@ def loads_from_tables(task: TaskConfig, num_partitions: int,
     edges = feats = shard = labels = 0.0
     for src in ds.edge_sources:
         et, rows = src.edge_type, counts.edges[str(src.edge_type)]
+        if str(et) in negatives:  # labels only, src and dst
+            labels += rows
+            shard += rows * 16
+            continue
         k = len(src.feature_columns)
         row_bytes = 16 + (4 if src.weight_column else 0) + 4 * k
         copies = 2 if reverse and et.src_node_type != et.dst_node_type else 1

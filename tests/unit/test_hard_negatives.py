@@ -186,6 +186,23 @@ def test_storage_splits_negatives_with_their_anchors_and_serves_them(shards, spl
     assert len(served) > 0.5 * len(pairs)
 
 
+def test_the_raw_table_estimate_counts_them_as_labels_like_the_manifest(shards, tmp_path):
+    from graphstore.sizing import TableCounts, loads_from_manifest, loads_from_tables
+    from graphstore.table_rows import count_rows
+
+    shards, pairs, _ = shards
+    cfg = load_task_config(str(tmp_path / "task.yaml"))  # what the fixture partitioned with
+    counts = TableCounts(nodes={s.node_type: count_rows(s.uri, s.format)
+                                for s in cfg.dataset.node_sources},
+                         edges={str(s.edge_type): count_rows(s.uri, s.format)
+                                for s in cfg.dataset.edge_sources})
+    exact = loads_from_manifest(shards.manifest)
+    estimate = loads_from_tables(cfg, 3, counts)
+    for field in ("edges", "labels"):  # the dislikes: labels only, no edges (rounded up per part)
+        assert 0 <= sum(getattr(e, field) for e in estimate) - sum(getattr(x, field) for x in exact) <= 3
+    assert sum(x.labels for x in exact) == counts.edges[str(SUP)] + len(pairs)
+
+
 # -- what a batch draws ------------------------------------------------------------------------------
 NEGS = AnchorNegatives.from_pairs(torch.tensor([[5, 1, 1, 1, 9, 5, 1], [50, 10, 11, 12, 90, 51, 13]]))
 
