@@ -161,20 +161,33 @@ def shared_port(proc: _ComputeProcess) -> int:
 
 def shutdown_compute_process() -> None:
     """Stop heartbeats, shut the RPC client down (ends the session), destroy the groups (the
-    compute process group and, on CUDA, the NCCL group of DDP)."""
+    compute process group and, on CUDA, the NCCL group of DDP).
+
+    Replicated mode destroys nothing: the groups belong to Ray Train, whose torch backend
+    destroys them once every worker's function has returned. Destroying a gloo group right
+    after a collective can deadlock in torch 2.3: ``~ProcessGroupGloo`` runs with the GIL held
+    (it is a Python object's dealloc) and joins its worker threads, while a worker thread that
+    still holds the last reference to a collective's tensor waits for the GIL to free that
+    tensor's Python object. Seen in CI as a replicated worker that stopped answering Ray Train's
+    health check for 600 s just after it logged "shut down" (its DDP model, freed when the
+    function returned, held the group's last reference); reproduced with gdb by starving the
+    group's threads (main thread in ``~ProcessGroupGloo`` / ``thread::join``, worker in
+    ``take_gil`` from ``PyObjectSlot::maybe_destroy_pyobj``). In the other modes the RPC
+    shutdown before the destroy gives the threads seconds to finish."""
     import graphlearn_torch as glt
     import torch.distributed as dist
 
     global _CURRENT
     proc = current()
-    if getattr(proc.info, "replicated", False):
-        pass  # no RPC (graphstore.replicated): only the groups below
+    replicated = bool(getattr(proc.info, "replicated", False))
+    if replicated:
+        pass  # no RPC, and the groups are Ray Train's (above)
     elif proc.info.colocated:
         glt.distributed.shutdown_rpc()
     else:
         proc.heartbeat.stop()
         glt.distributed.shutdown_client()
-    if dist.is_initialized():
+    if dist.is_initialized() and not replicated:
         dist.destroy_process_group()
     _CURRENT = None
     log.info("compute rank=%d shut down", proc.rank)

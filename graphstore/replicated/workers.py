@@ -28,6 +28,8 @@ from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 from graphstore.replicated.cluster import WORKER_RESOURCE, ReplicatedInfo
 
 log = logging.getLogger(__name__)
+TEARDOWN_WATCHDOG_S = 300.0
+"""Seconds after a worker's function returned before it prints every thread's stack (_train_loop)."""
 
 
 def _train_loop(config: dict[str, Any]) -> None:
@@ -50,7 +52,12 @@ def _train_loop(config: dict[str, Any]) -> None:
     try:
         config["fn"](local_rank, mine, *config["args"])
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        # The same for teardown (what the function's objects free when it returns, Ray Train's
+        # shutdown of the torch group): a worker still alive TEARDOWN_WATCHDOG_S after its
+        # function returned prints its stacks, before Ray Train's health check (600 s) kills it.
+        # A worker that waits that long for slower ranks prints them too (harmless).
+        faulthandler.dump_traceback_later(
+            min(info.runtime.session_timeout_s, TEARDOWN_WATCHDOG_S), exit=False)
 
 
 def run_ray_workers(fn: Callable[..., None], args: Sequence[Any], info: ReplicatedInfo, *,

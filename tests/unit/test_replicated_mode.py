@@ -199,3 +199,33 @@ def test_the_submitted_pipeline_carries_the_mode_to_every_task(tmp_path):
     frozen.write_text(params["resource_config"])
     res = load_resource_config(frozen)
     assert res.trainer.replicated and res.inferencer.replicated and res.num_partitions == 1
+
+
+_SHUTDOWN_PROBE = """
+import datetime, tempfile, torch.distributed as dist
+from graphstore.compute import init_compute_process, shutdown_compute_process
+from graphstore.config.schema import RuntimeConfig
+from graphstore.replicated.cluster import ReplicatedInfo
+# the group Ray Train's torch backend builds before it calls the worker function
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1,
+                        timeout=datetime.timedelta(seconds=60))
+info = ReplicatedInfo(num_compute_nodes=1, num_processes_per_compute=1, runtime=RuntimeConfig(),
+                      is_local=True)
+init_compute_process(0, info)
+shutdown_compute_process()
+print("group_after_shutdown", dist.is_initialized())
+dist.destroy_process_group()  # Ray Train's shutdown, once every worker returned
+"""
+
+
+def test_replicated_shutdown_leaves_ray_trains_group_to_ray_train():
+    """Destroying the gloo group in the worker function, right after its last collective,
+    deadlocked a worker in CI (graphstore.compute.shutdown_compute_process): the group is Ray
+    Train's to destroy after the function returned."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _SHUTDOWN_PROBE], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "group_after_shutdown True" in out.stdout, out.stdout + out.stderr[-2000:]
