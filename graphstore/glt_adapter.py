@@ -20,6 +20,8 @@ the producers' ``len(input)`` /        :class:`HardNegativeEdgeInput` (ABLP inpu
 ``DistLoader._collate_fn``             :class:`GltLoader`, the base of both loaders (graphstore.loaders)
 ``DistLoader.__init__`` on a built     :func:`init_dist_loader` (each dataset's ``start_loader``)
 loader
+``RemoteReceivingChannel``             :class:`FailFastReceivingChannel`, put in place by
+                                       :func:`init_dist_loader` (graph-store loaders)
 torch's ``rpc._set_rpc_timeout``       :func:`set_client_rpc_timeout` (graphstore.compute)
 torch's ``_get_default_store``         :func:`default_store` (graphstore.compute,
                                        graphstore.graph_store_info)
@@ -28,8 +30,8 @@ torch's ``_get_default_store``         :func:`default_store` (graphstore.compute
 Each function documents the reason it exists, as measured here. Applying any of them twice is
 harmless (each is idempotent). Importing this module imports neither torch nor GLT: the doctor
 checks the version before it tries to import GLT, and :class:`LabeledEdgeInput`,
-:class:`HardNegativeEdgeInput` and :class:`GltLoader` (GLT subclasses) are built the first time
-they are used (module ``__getattr__``). torch's rendezvous store is patched by
+:class:`HardNegativeEdgeInput`, :class:`GltLoader` and :class:`FailFastReceivingChannel` (GLT
+subclasses) are built the first time they are used (module ``__getattr__``). torch's rendezvous store is patched by
 graphstore.rendezvous (torch, not GLT).
 """
 
@@ -145,9 +147,14 @@ def init_dist_loader(loader: Any, data: Any, inputs: Any, config: Any, device: A
     (``GraphDataset.start_loader``).
     """
     check_glt_version()
+    from graphlearn_torch.channel import RemoteReceivingChannel
     from graphlearn_torch.distributed import DistLoader
 
     DistLoader.__init__(loader, data, inputs, config, device, worker_options)
+    channel = getattr(loader, "_channel", None)
+    if type(channel) is RemoteReceivingChannel:  # graph-store mode: batches come over RPC
+        loader._channel = __getattr__("FailFastReceivingChannel")(
+            channel.server_rank_list, channel.producer_id_list, channel.prefetch_size)
 
 
 def set_client_rpc_timeout(timeout_s: float) -> None:
@@ -279,14 +286,84 @@ def _glt_loader() -> type:
     return _as_module_level(GltLoader)
 
 
+def _fail_fast_receiving_channel() -> type:
+    from graphlearn_torch.channel import RemoteReceivingChannel
+
+    class FailFastReceivingChannel(RemoteReceivingChannel):
+        """GLT's pull channel of a graph-store loader, with failed fetches raised, not lost.
+
+        GLT 0.2.4 prefetches each batch with an async ``fetch_one_sampled_message`` RPC per
+        server; when one fails (its ``rpcTimeoutS`` passed, the server went away) the callback
+        only logs "broken future of receiving remote messages" and puts nothing in the queue, so
+        ``recv`` waits on ``queue.get()`` forever. Seen here on ``medium``: a storage session's
+        fetch waited for a batch its producer never made, the client's RPC timed out after 300 s,
+        and the compute rank then hung (its peers in a collective with it) until gloo's timeout.
+        Here the failure goes into the queue and ``recv`` raises a ``RuntimeFailure`` naming the
+        storage server; the epoch bookkeeping (requests, receipts, end of epoch per server) is
+        GLT's, unchanged."""
+
+        def _request_some(self) -> None:
+            from graphlearn_torch.distributed import DistServer, async_request_server
+
+            for idx, server_rank in enumerate(self.server_rank_list):
+                if self.server_end_of_epoch[idx]:
+                    continue
+                missing = self.num_received_list[idx] + self.prefetch_size \
+                    - self.num_request_list[idx]
+                for _ in range(missing):
+                    fut = async_request_server(server_rank, DistServer.fetch_one_sampled_message,
+                                               self.producer_id_list[idx])
+                    fut.add_done_callback(lambda f, idx=idx: self._deliver(f, idx))
+                    self.num_request_list[idx] += 1
+
+        def _deliver(self, fut: Any, idx: int) -> None:
+            """RPC callback: the message and its end-of-epoch flag, or the failure."""
+            try:
+                msg, end_of_epoch = fut.wait()
+            except Exception as exc:  # noqa: BLE001 (raised to the consumer by _next)
+                self.queue.put((exc, False, idx))
+                return
+            self.queue.put((msg, end_of_epoch, idx))
+
+        def _next(self) -> tuple[Any, bool, int]:
+            msg, end_of_epoch, idx = self.queue.get()
+            self.num_received_list[idx] += 1
+            if isinstance(msg, Exception):
+                raise RuntimeFailure(
+                    f"graph-store loader: fetching a sampled batch from storage server rank "
+                    f"{self.server_rank_list[idx]} (producer {self.producer_id_list[idx]}) "
+                    f"failed: {type(msg).__name__}: {str(msg).strip().splitlines()[0][:300]} "
+                    "(rpcTimeoutS bounds each fetch; see that server's log)") from msg
+            return msg, end_of_epoch, idx
+
+        def recv(self, **kwargs: Any) -> Any:
+            if self.global_end_of_epoch:
+                if self._all_received():
+                    raise StopIteration
+            else:
+                self._request_some()
+            msg, end_of_epoch, idx = self._next()
+            while end_of_epoch:  # a server's end of epoch carries no message
+                self.server_end_of_epoch[idx] = True
+                if all(self.server_end_of_epoch):
+                    self.global_end_of_epoch = True
+                    if self._all_received():
+                        raise StopIteration
+                msg, end_of_epoch, idx = self._next()
+            return msg
+
+    return _as_module_level(FailFastReceivingChannel)
+
+
 _BUILDERS = {"LabeledEdgeInput": _labeled_edge_input, "GltLoader": _glt_loader,
-             "HardNegativeEdgeInput": _hard_negative_edge_input}
+             "HardNegativeEdgeInput": _hard_negative_edge_input,
+             "FailFastReceivingChannel": _fail_fast_receiving_channel}
 _built: dict[str, type] = {}
 
 
 def __getattr__(name: str) -> type:
-    """Build :class:`LabeledEdgeInput` / :class:`HardNegativeEdgeInput` / :class:`GltLoader`
-    once, on first use (imports GLT)."""
+    """Build :class:`LabeledEdgeInput` / :class:`HardNegativeEdgeInput` / :class:`GltLoader` /
+    :class:`FailFastReceivingChannel` once, on first use (imports GLT)."""
     if name not in _BUILDERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _built:
@@ -296,7 +373,7 @@ def __getattr__(name: str) -> type:
 
 
 __all__ = [
-    "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput", "LabeledEdgeInput", "check_glt_version",
+    "FailFastReceivingChannel", "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput", "LabeledEdgeInput", "check_glt_version",
     "default_store",
     "glt_version_problem", "init_dist_loader", "installed_glt_version", "prepare_sampling_server",
     "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",

@@ -79,13 +79,15 @@ def _prepare(tmp: Path) -> tuple[Path, Path, Path]:
 class Run:
     """The launcher as a subprocess, plus a thread recording its whole process tree."""
 
-    def __init__(self, tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        """Prepare the data and start the launcher; ``capsys`` lets the report past capture."""
+    def __init__(self, tmp: Path, capsys: pytest.CaptureFixture[str],
+                 runtime: dict | None = None) -> None:
+        """Prepare the data and start the launcher; ``capsys`` lets the report past capture;
+        ``runtime``: graphStoreRuntimeConfig (default :data:`RUNTIME`)."""
         self.capsys = capsys
         tp, rp, self.run_dir = _prepare(tmp)
         self.marker = f"fault-{uuid.uuid4().hex}"
         self.out_path = tmp / "launch.out"
-        sets = [arg for key, value in RUNTIME.items()
+        sets = [arg for key, value in (runtime or RUNTIME).items()
                 for arg in ("--set", f"graphStoreRuntimeConfig.{key}={value}")]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp),
@@ -248,3 +250,36 @@ def test_killed_storage_main_process_leaves_no_orphaned_session(run: Run) -> Non
     out = _check_ended(run, "storage-kill", time.monotonic())
     assert "launch: storage 1 (rank 2) failed first with signal SIGKILL (exit code -9)" in out, \
         out[-4000:]
+
+
+FETCH_RUNTIME = {**RUNTIME, "heartbeatTimeoutS": 120, "rpcTimeoutS": 15}
+"""A heartbeat slower than the RPC timeout: a batch fetch that gets no answer fails on its own."""
+
+
+@pytest.mark.timeout(300)
+def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, capsys) -> None:
+    """GLT's receiving channel logged a failed fetch and waited forever (a medium run hung so in
+    its test evaluation); graphstore.glt_adapter.FailFastReceivingChannel raises it. Storage 1's
+    server session process is stopped: fetches time out at rpcTimeoutS (15 s), long before the
+    heartbeat (120 s) would notice."""
+    run = Run(tmp_path, capsys, runtime=FETCH_RUNTIME)
+    try:
+        run.wait_for_training_steps()
+        storage = run.machine(2)  # storage 1
+        session = next(c for c in storage.children() if "spawn_main" in " ".join(c.cmdline()))
+        session.send_signal(signal.SIGSTOP)
+        injected = time.monotonic()
+        code, _ = run.finish(timeout_s=FETCH_RUNTIME["heartbeatTimeoutS"] + 60)
+        seconds = time.monotonic() - injected
+        out = run.output()
+        with capsys.disabled():
+            print(f"\nFAULT {'fetch-timeout':<14} -> {seconds:5.1f} s to failure "
+                  f"(rpcTimeoutS {FETCH_RUNTIME['rpcTimeoutS']:.0f} s, heartbeat "
+                  f"{FETCH_RUNTIME['heartbeatTimeoutS']:.0f} s)", flush=True)
+        assert code == 1, f"exit code {code}:\n{out[-4000:]}"
+        assert seconds < FETCH_RUNTIME["heartbeatTimeoutS"], f"{seconds:.1f} s:\n{out[-4000:]}"
+        assert re.search(r"graph-store loader: fetching a sampled batch from storage server rank "
+                         r"\d \(producer \d+\) failed: ", out), out[-4000:]
+        assert not run.leftovers(), run.leftovers()
+    finally:
+        run.cleanup()
