@@ -17,7 +17,8 @@ what we reach into                     where it is applied
 ``share_memory``
 the producers' ``len(input)`` /        :class:`HardNegativeEdgeInput` (ABLP inputs that draw hard
 ``input[index]`` batching              negatives into each batch, graphstore.hard_negatives)
-``DistLoader._collate_fn``             :class:`GltLoader`, the base of both loaders (graphstore.loaders)
+``DistLoader._collate_fn``,            :class:`GltLoader`, the base of both loaders (graphstore.loaders)
+``DistLoader.__iter__`` (remote)
 ``DistLoader.__init__`` on a built     :func:`init_dist_loader` (each dataset's ``start_loader``)
 loader
 ``RemoteReceivingChannel``             :class:`FailFastReceivingChannel`, put in place by
@@ -270,11 +271,35 @@ def _glt_loader() -> type:
     from graphlearn_torch.distributed import DistLoader
 
     class GltLoader(DistLoader):
-        """GLT's ``DistLoader`` with a public per-batch hook, :meth:`finish_batch`.
+        """GLT's ``DistLoader`` with a public per-batch hook, :meth:`finish_batch`, and a named
+        error when a storage server does not start an epoch.
 
         GLT 0.2.4 builds each batch in its private ``DistLoader._collate_fn`` and has no other
         hook; the ABLP loader adds its label pairs there (``batch.y_positive`` ...), so the
-        override lives here once and loaders implement ``finish_batch``."""
+        override lives here once and loaders implement ``finish_batch``. In graph-store mode
+        ``iter()`` asks every storage server to start the epoch (a synchronous RPC each, bounded
+        by ``rpcTimeoutS``); GLT lets a failed request escape as a bare ``RuntimeError``, so
+        :meth:`__iter__` does GLT's same steps with the server named in a ``RuntimeFailure``."""
+
+        def __iter__(self) -> Any:
+            if self._is_collocated_worker or self._is_mp_worker:
+                return super().__iter__()
+            from graphlearn_torch.distributed import DistServer, request_server
+
+            self._num_recv = 0
+            for server_rank, producer_id in zip(self._server_rank_list, self._producer_id_list):
+                try:
+                    request_server(server_rank, DistServer.start_new_epoch_sampling, producer_id,
+                                   self._epoch)
+                except RuntimeError as exc:
+                    raise RuntimeFailure(
+                        f"graph-store loader: starting epoch {self._epoch} on storage rank "
+                        f"{server_rank} (producer {producer_id}) failed: {type(exc).__name__}: "
+                        f"{str(exc).strip().splitlines()[0][:300]} (rpcTimeoutS bounds each "
+                        "request; see that server's log)") from exc
+            self._channel.reset()
+            self._epoch += 1
+            return self
 
         def _collate_fn(self, msg: Any) -> Any:
             return self.finish_batch(super()._collate_fn(msg))
@@ -330,7 +355,7 @@ def _fail_fast_receiving_channel() -> type:
             self.num_received_list[idx] += 1
             if isinstance(msg, Exception):
                 raise RuntimeFailure(
-                    f"graph-store loader: fetching a sampled batch from storage server rank "
+                    f"graph-store loader: fetching a sampled batch from storage rank "
                     f"{self.server_rank_list[idx]} (producer {self.producer_id_list[idx]}) "
                     f"failed: {type(msg).__name__}: {str(msg).strip().splitlines()[0][:300]} "
                     "(rpcTimeoutS bounds each fetch; see that server's log)") from msg
