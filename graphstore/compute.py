@@ -179,15 +179,13 @@ def shutdown_compute_process() -> None:
 
     global _CURRENT
     proc = current()
-    replicated = bool(getattr(proc.info, "replicated", False))
-    if replicated:
-        pass  # no RPC, and the groups are Ray Train's (above)
-    elif proc.info.colocated:
-        glt.distributed.shutdown_rpc()
-    else:
-        proc.heartbeat.stop()
-        glt.distributed.shutdown_client()
-    if dist.is_initialized() and not replicated:
-        dist.destroy_process_group()
+    if not getattr(proc.info, "replicated", False):  # replicated: no RPC, Ray Train's groups
+        if proc.info.colocated:
+            glt.distributed.shutdown_rpc()
+        else:
+            proc.heartbeat.stop()
+            glt.distributed.shutdown_client()
+        if dist.is_initialized():
+            dist.destroy_process_group()
     _CURRENT = None
     log.info("compute rank=%d shut down", proc.rank)

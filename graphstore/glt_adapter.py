@@ -32,8 +32,8 @@ Each function documents the reason it exists, as measured here. Applying any of 
 harmless (each is idempotent). Importing this module imports neither torch nor GLT: the doctor
 checks the version before it tries to import GLT, and :class:`LabeledEdgeInput`,
 :class:`HardNegativeEdgeInput`, :class:`GltLoader` and :class:`FailFastReceivingChannel` (GLT
-subclasses) are built the first time they are used (module ``__getattr__``). torch's rendezvous store is patched by
-graphstore.rendezvous (torch, not GLT).
+subclasses) are built the first time they are used (module ``__getattr__``). torch's rendezvous
+store is patched by graphstore.rendezvous (torch, not GLT).
 """
 
 from __future__ import annotations
@@ -292,11 +292,8 @@ def _glt_loader() -> type:
                     request_server(server_rank, DistServer.start_new_epoch_sampling, producer_id,
                                    self._epoch)
                 except RuntimeError as exc:
-                    raise RuntimeFailure(
-                        f"graph-store loader: starting epoch {self._epoch} on storage rank "
-                        f"{server_rank} (producer {producer_id}) failed: {type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0][:300]} (rpcTimeoutS bounds each "
-                        "request; see that server's log)") from exc
+                    raise _storage_rpc_failure(f"starting epoch {self._epoch} on", server_rank,
+                                               producer_id, exc, "request") from exc
             self._channel.reset()
             self._epoch += 1
             return self
@@ -309,6 +306,19 @@ def _glt_loader() -> type:
             return data
 
     return _as_module_level(GltLoader)
+
+
+def _storage_rpc_failure(what: str, server_rank: int, producer_id: int, exc: BaseException,
+                         request: str) -> RuntimeFailure:
+    """The one-line error of a graph-store loader's failed RPC to a storage server, e.g.
+    ``graph-store loader: fetching a sampled batch from storage rank 1 (producer 3) failed:
+    RuntimeError: ...``."""
+    text = str(exc).strip()
+    first = text.splitlines()[0][:300] if text else ""
+    return RuntimeFailure(
+        f"graph-store loader: {what} storage rank {server_rank} (producer {producer_id}) failed: "
+        f"{type(exc).__name__}: {first} (rpcTimeoutS bounds each {request}; see that server's "
+        "log)")
 
 
 def _fail_fast_receiving_channel() -> type:
@@ -354,11 +364,9 @@ def _fail_fast_receiving_channel() -> type:
             msg, end_of_epoch, idx = self.queue.get()
             self.num_received_list[idx] += 1
             if isinstance(msg, Exception):
-                raise RuntimeFailure(
-                    f"graph-store loader: fetching a sampled batch from storage rank "
-                    f"{self.server_rank_list[idx]} (producer {self.producer_id_list[idx]}) "
-                    f"failed: {type(msg).__name__}: {str(msg).strip().splitlines()[0][:300]} "
-                    "(rpcTimeoutS bounds each fetch; see that server's log)") from msg
+                raise _storage_rpc_failure("fetching a sampled batch from",
+                                           self.server_rank_list[idx],
+                                           self.producer_id_list[idx], msg, "fetch") from msg
             return msg, end_of_epoch, idx
 
         def recv(self, **kwargs: Any) -> Any:
@@ -398,8 +406,8 @@ def __getattr__(name: str) -> type:
 
 
 __all__ = [
-    "FailFastReceivingChannel", "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput", "LabeledEdgeInput", "check_glt_version",
-    "default_store",
+    "FailFastReceivingChannel", "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput",
+    "LabeledEdgeInput", "check_glt_version", "default_store",
     "glt_version_problem", "init_dist_loader", "installed_glt_version", "prepare_sampling_server",
     "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
 ]

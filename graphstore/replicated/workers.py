@@ -29,7 +29,7 @@ from graphstore.replicated.cluster import WORKER_RESOURCE, ReplicatedInfo
 
 log = logging.getLogger(__name__)
 TEARDOWN_WATCHDOG_S = 300.0
-"""Seconds after a worker's function returned before it prints every thread's stack (_train_loop)."""
+"""Seconds after a worker's function returned before it prints its threads' stacks (_train_loop)."""
 
 
 def _train_loop(config: dict[str, Any]) -> None:
