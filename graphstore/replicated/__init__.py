@@ -1,9 +1,9 @@
 """Replicated-topology mode (seed 004): the whole graph as one memory-mapped file on every worker.
 
-Import cost is nothing until a name is used (resolved lazily): torch, torch-sparse and Ray
+Import cost is nothing until a name is used (resolved lazily): torch and Ray
 load only with the names that need them. Modules: ``format`` (the graph and features file
 format), ``writer`` (written from a shard set), ``graph_file`` (opened without copying),
-``sampler`` (torch-sparse kernels over the mapped CSR), ``arrow_batch`` (a sampled subgraph as
+``sampler`` (vectorised torch ops over the mapped CSR), ``arrow_batch`` (a sampled subgraph as
 an Arrow row, and ``collate_to_pyg``), ``datasource`` (the Ray Data source and
 ``create_sampling_dataset``).
 """

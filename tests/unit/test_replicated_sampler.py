@@ -118,3 +118,34 @@ def test_same_seed_same_sample_and_bad_arguments_are_named(graph):
                    if len(g.metadata.edge_types) > 1 else {g.metadata.edge_types[0]: []})
     with pytest.raises(UsageError, match=">= 0 or -1"):
         CsrSampler(g, [-2])
+
+
+def test_each_node_draws_a_uniform_subset_of_its_neighbours():
+    """``pick_neighbours`` on one node of degree 8 asked 20 000 times for 3: every draw is 3
+    distinct edges of that node, and each of the C(8, 3) = 56 subsets comes up about equally
+    often (expected 357 each; a bias towards any edge or position would skew them); with
+    replacement every edge is drawn about 3/8 of the time per slot. Degrees 0 and 2 (<= fanout)
+    give no edge and both edges."""
+    from itertools import combinations
+
+    from graphstore.replicated.sampler import pick_neighbours
+
+    indptr = torch.tensor([0, 8, 8, 10])  # node 0: edges 0..7, node 1: none, node 2: 8, 9
+    torch.manual_seed(0)
+    trials = 20_000
+    pos, owner = pick_neighbours(indptr, torch.zeros(trials, dtype=torch.long), 3, replace=False)
+    assert torch.equal(owner, torch.arange(trials).repeat_interleave(3))
+    rows = pos.view(trials, 3).sort(1).values
+    assert bool(((rows[:, 1:] > rows[:, :-1]) & (rows >= 0).all(1, keepdim=True)
+                 & (rows < 8).all(1, keepdim=True)).all())
+    counts = {s: 0 for s in combinations(range(8), 3)}
+    for s in map(tuple, rows.tolist()):
+        counts[s] += 1
+    expected = trials / len(counts)
+    assert min(counts.values()) > 0.75 * expected and max(counts.values()) < 1.25 * expected, counts
+    pos, _ = pick_neighbours(indptr, torch.zeros(trials, dtype=torch.long), 3, replace=True)
+    share = torch.bincount(pos, minlength=8).double() / pos.numel()
+    assert bool(((share - 1 / 8).abs() < 0.01).all()), share
+    pos, owner = pick_neighbours(indptr, torch.tensor([1, 2, 0]), 3, replace=False)
+    assert torch.equal(owner[:2], torch.tensor([1, 1])) and torch.equal(pos[:2], torch.tensor([8, 9]))
+    assert (owner == 2).sum() == 3 and not (owner == 0).any()
