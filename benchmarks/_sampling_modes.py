@@ -11,10 +11,12 @@ Roles:
 * ``graph_store``: the command the local launcher runs on the compute machine (2 storage
   processes + 1 compute machine x 1 process, or colocated: 2 compute machines and no storage);
   ``DistNeighborLoader`` over ``RemoteDistDataset`` (or the machine's own ``DistDataset``).
-* ``replicated``: an embedded Ray (``ray.init(num_cpus=--cores)``), ``DistNeighborLoader`` over
-  ``ReplicatedDataset`` of the run's graph file: the path the trainer takes in replicated mode
-  (graphstore.replicated.loading: one Ray Data dataset per epoch, ``--workers`` read tasks that
-  sample, ``ROWS_PER_BLOCK`` batches per block, ``collate_to_pyg``).
+* ``replicated``: an embedded Ray (``ray.init(num_cpus=--cores)``) and ``--ray-workers`` Ray
+  actors, each (as a Ray Train worker of the trainer) mapping the run's graph file and iterating
+  ``DistNeighborLoader`` over ``ReplicatedDataset`` on its share of the seeds
+  (graphstore.replicated.loading: ``--workers`` 0 samples inline in the actor; k > 0 through one
+  Ray Data dataset per epoch with k read tasks, ``ROWS_PER_BLOCK`` batches per block); every
+  actor writes its own result file, like each colocated compute process.
 * ``pyg``: ``torch_geometric.loader.NeighborLoader`` over the same graph read from the shards,
   ``--workers`` DataLoader workers (0: sampling in the consuming process; >0: persistent).
 
@@ -156,6 +158,31 @@ def graph_store_main(a: argparse.Namespace) -> int:
 
 
 # -- replicated (an embedded Ray) ----------------------------------------------------------------
+class _ReplicatedWorker:
+    """One Ray worker of replicated mode (a Ray actor, as a Ray Train worker is): maps the graph
+    file itself, takes its share (rank of world) of the seeds and iterates a
+    ``DistNeighborLoader`` over ``ReplicatedDataset``, as the trainer's workers do."""
+
+    def run(self, a: argparse.Namespace, rank: int, world: int, start_at: float) -> None:
+        from graphstore import DistNeighborLoader
+        from graphstore.replicated.dataset import ReplicatedDataset
+        from graphstore.replicated.loading import quiet_ray_data
+
+        _set_threads(a.threads)
+        quiet_ray_data()
+        ds = ReplicatedDataset(a.graph, a.features, view="full")
+        ids = ds.fetch_node_ids(rank=rank, world_size=world)
+        loader = DistNeighborLoader(ds, FANOUT, ids, batch_size=BATCH, shuffle=True,
+                                    random_seed=rank, num_workers=a.workers)
+        time.sleep(max(0.0, start_at - time.time()))  # every worker starts its epochs together
+        rows = time_epochs(loader, a.warmup, a.epochs)
+        loader.shutdown()
+        write_result(f"{a.out}.rank{rank}", rows,
+                     {"ray_workers": world, "sampling_processes_per_worker": a.workers,
+                      "ray_num_cpus": a.cores,
+                      "prefetch_size": loader_defaults()["prefetch_size"]})
+
+
 def replicated_main(a: argparse.Namespace) -> int:
     import secrets
 
@@ -164,23 +191,14 @@ def replicated_main(a: argparse.Namespace) -> int:
     use_ray_token(secrets.token_hex(32))  # before ray is imported (else ~/.ray/auth_token)
     import ray
 
-    from graphstore import DistNeighborLoader
-    from graphstore.replicated.dataset import ReplicatedDataset
-    from graphstore.replicated.loading import quiet_ray_data
-
-    _set_threads(a.threads)
     ray.init(address="local", num_cpus=a.cores, include_dashboard=False,
              logging_config=ray.LoggingConfig(encoding="TEXT", log_level="ERROR"))
     try:
-        quiet_ray_data()
-        ds = ReplicatedDataset(a.graph, a.features, view="full")
-        ids = ds.fetch_node_ids(rank=0, world_size=1)
-        loader = DistNeighborLoader(ds, FANOUT, ids, batch_size=BATCH, shuffle=True,
-                                    random_seed=0, num_workers=a.workers)
-        rows = time_epochs(loader, a.warmup, a.epochs)
-        loader.shutdown()
-        write_result(a.out, rows, {"read_tasks": a.workers, "ray_num_cpus": a.cores,
-                                   "prefetch_size": loader_defaults()["prefetch_size"]})
+        worker = ray.remote(num_cpus=0)(_ReplicatedWorker)
+        workers = [worker.remote() for _ in range(a.ray_workers)]
+        ray.get([w.__ray_ready__.remote() for w in workers])
+        start_at = time.time() + 2.0  # each maps the file and builds its loader first
+        ray.get([w.run.remote(a, rank, len(workers), start_at) for rank, w in enumerate(workers)])
     finally:
         ray.shutdown()
     return 0
@@ -224,7 +242,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     ap.add_argument("--cores", type=int, default=1, help="replicated: Ray's num_cpus")
     ap.add_argument("--workers", type=int, default=0,
-                    help="replicated: read tasks; pyg: DataLoader workers")
+                    help="replicated: the loader's num_workers per Ray worker (0: sampling inline; "
+                         "k: k Ray Data read tasks); pyg: DataLoader workers")
+    ap.add_argument("--ray-workers", type=int, default=1,
+                    help="replicated: Ray workers, each iterating its share of the seeds")
     ap.add_argument("--graph", help="replicated: the graph file")
     ap.add_argument("--features", help="replicated: the features file")
     ap.add_argument("--shards", help="pyg: the shard set")

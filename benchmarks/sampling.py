@@ -4,9 +4,13 @@ One generated homogeneous graph (N = E/10 nodes, E edges, 16 features), fan-out 
 512, edges sampled into each seed (direction "in"), every node a seed once per epoch (shuffled),
 the same graph for every mode (one shard set; the replicated graph file is written from it):
 
-  replicated_w1, replicated_w2  embedded Ray (num_cpus = cores) + the trainer's replicated loader
-                                (DistNeighborLoader over ReplicatedDataset: Ray Data, 1 or 2 read
-                                tasks sampling the memory-mapped graph file) in one consumer
+  replicated_w1, replicated_w2  embedded Ray (num_cpus = cores) and 1 or 2 Ray workers (actors,
+                                as the trainer's Ray Train workers), each with its share of the
+                                seeds and the trainer's replicated loader (DistNeighborLoader over
+                                ReplicatedDataset) sampling the memory-mapped graph file inline
+                                (num_workers=0)
+  replicated_w1_read1           the same, 1 Ray worker whose loader samples in 1 Ray Data read
+                                task (num_workers=1, the loader's default)
   graph_store                   2 storage processes + 1 compute process through the local
                                 launcher (DistNeighborLoader over RemoteDistDataset), the
                                 loader's default settings
@@ -69,7 +73,8 @@ class Mode:
 
     name: str
     kind: str  # "launch" (graph_store / colocated through the launcher) or a _sampling_modes role
-    workers: int = 0  # replicated: read tasks; pyg: DataLoader workers
+    workers: int = 0  # replicated: read tasks per Ray worker (0: inline); pyg: DataLoader workers
+    ray_workers: int = 1  # replicated: Ray workers (consumers)
     colocated: bool = False
     knobs: dict = field(default_factory=dict)  # graph-store loader settings (none: defaults)
     processes: str = ""
@@ -77,9 +82,13 @@ class Mode:
 
 def modes_for(cores: int, sweep: list[tuple[int, int, int]]) -> list[Mode]:
     """Every mode of a run, in the order they run within a repeat."""
-    out = [Mode(f"replicated_w{k}", "replicated", workers=k,
-                processes=f"1 consumer + {k} Ray read task(s) sampling the mapped file; embedded "
-                          f"Ray num_cpus={cores}, read tasks reserve no CPU") for k in (1, 2)]
+    out = [Mode(f"replicated_w{k}", "replicated", ray_workers=k,
+                processes=f"{k} Ray worker(s) (actors), each sampling its share of the seeds "
+                          f"inline from the mapped file; embedded Ray num_cpus={cores}")
+           for k in (1, 2)]
+    out.append(Mode("replicated_w1_read1", "replicated", ray_workers=1, workers=1,
+                    processes=f"1 Ray worker (actor) + 1 Ray Data read task sampling the mapped "
+                              f"file; embedded Ray num_cpus={cores}, read tasks reserve no CPU"))
     out += [Mode("graph_store", "launch", processes="2 storage processes (each with the loader's "
                  "GLT sampling process(es)) + 1 compute process; loader defaults"),
             Mode("colocated", "launch", colocated=True,
@@ -190,7 +199,8 @@ def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Pat
     argv = [sys.executable, str(MODES_PY), mode.kind] + _consumer_args(a, out) + \
         ["--workers", str(mode.workers)]
     if mode.kind == "replicated":
-        return argv + ["--graph", run.graph_file, "--features", run.features_file]
+        return argv + ["--graph", run.graph_file, "--features", run.features_file,
+                       "--ray-workers", str(mode.ray_workers)]
     return argv + ["--shards", run.shards]
 
 
@@ -296,8 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--epochs", type=int, default=2, help="timed epochs per run")
     ap.add_argument("--cores", type=int, default=cpus,
                     help=f"CPUs every mode is pinned to, and Ray's num_cpus (default: all {cpus} allowed)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="OMP/MKL/torch threads of every process (default: --cores, torch's own default)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="OMP/MKL/torch threads of every process (default 1: what the local launcher "
+                         "gives every process and PyTorch's DataLoader gives its workers; several "
+                         "processes with 2 OpenMP threads each on 2 cores spin against each other)")
     ap.add_argument("--modes", default=None,
                     help="comma-separated subset of the modes to run (default: all; names in the docs above)")
     ap.add_argument("--sweep-graph-store", nargs="?", const=DEFAULT_SWEEP, default="", metavar="W/C/P,...",
@@ -324,17 +336,18 @@ def usage_error(message: str) -> None:
 
 def check_args(a: argparse.Namespace) -> tuple[list[int], list[Mode]]:
     """The graph scales and the modes to run; a usage error (exit 2) for a bad argument. Sets
-    ``a.cpu_set`` and ``a.threads``."""
+    ``a.cpu_set``."""
     try:
         scales = [int(s) for s in a.scales.split(",")]
     except ValueError:
         usage_error(f"--scales {a.scales!r}: give comma-separated integers, e.g. 1,4")
-    if min(scales + [a.edges, a.repeats, a.epochs, a.cores]) < 1 or a.warmup < 0:
-        usage_error("--edges, --scales, --repeats, --epochs and --cores must be >= 1, --warmup >= 0")
+    if min(scales + [a.edges, a.repeats, a.epochs, a.cores, a.threads]) < 1 or a.warmup < 0:
+        usage_error("--edges, --scales, --repeats, --epochs, --cores and --threads must be >= 1, "
+                    "--warmup >= 0")
     allowed = sorted(os.sched_getaffinity(0))
     if a.cores > len(allowed):
         usage_error(f"--cores {a.cores}: this process may use only {len(allowed)} CPUs")
-    a.cpu_set, a.threads = allowed[:a.cores], a.threads or a.cores
+    a.cpu_set = allowed[:a.cores]
     modes = modes_for(a.cores, parse_sweep(a.sweep_graph_store))
     if a.modes:
         wanted = a.modes.split(",")

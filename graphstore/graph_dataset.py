@@ -36,8 +36,10 @@ from graphstore.storage import protocol as P
 @dataclass(frozen=True)
 class LoaderOptions:
     """How a loader samples: ``kind`` names it in logs and worker keys ("nbr" / "ablp");
-    ``num_workers`` sampling workers per storage server (graph store), each running
-    ``worker_concurrency`` batches at once; ``prefetch_size`` batches buffered per server."""
+    ``num_workers`` sampling workers per storage server (graph store; >= 1), each running
+    ``worker_concurrency`` batches at once; ``prefetch_size`` batches buffered per server.
+    Replicated mode: ``num_workers`` sampling processes (Ray Data read tasks), 0 sampling inline
+    in the consuming process; colocated mode samples inline whatever it is."""
 
     kind: Literal["nbr", "ablp"]
     num_workers: int = 1
@@ -45,7 +47,9 @@ class LoaderOptions:
     prefetch_size: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("num_workers", "worker_concurrency", "prefetch_size"):
+        if self.num_workers < 0:
+            raise UsageError(f"num_workers must be >= 0, got {self.num_workers}")
+        for name in ("worker_concurrency", "prefetch_size"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
 

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from graphstore.errors import UsageError
 from graphstore.glt_adapter import init_dist_loader
 from graphstore.graph_dataset import DatasetBase, LoaderOptions
 from graphstore.graph_store_info import GraphStoreInfo
@@ -77,6 +78,10 @@ class RemoteDistDataset(DatasetBase):
         sampling workers; loaders are created one compute rank at a time (:func:`_in_rank_order`)."""
         from graphlearn_torch.distributed import RemoteDistSamplingWorkerOptions
 
+        if options.num_workers < 1:
+            raise UsageError(f"{type(loader).__name__}: num_workers={options.num_workers}: "
+                             "graph-store loaders need >= 1 sampling worker per storage server "
+                             "(0, sampling inline, is replicated mode's)")
         info = self.cluster_info
         port = self._ask(0, P.FreePortsRequest(1)).ports[0]
         worker_options = RemoteDistSamplingWorkerOptions(

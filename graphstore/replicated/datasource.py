@@ -9,8 +9,9 @@ Read tasks: the seeds are cut into ``parallelism`` contiguous slices (slice i of
 ``[i*n//P, (i+1)*n//P)``, as graph-store storage slices ids), one read task each. Each task maps
 the graph file (and the features file) itself, wherever Ray runs it, so nothing but the seeds'
 description travels to it, and samples its slice in order, ``batch_size`` seeds (node mode) or
-(anchor, positive) pairs (link mode) per row; its randomness is seeded with ``random_seed`` and
-the task's index. The file must be at ``graph_path`` on every node that runs read tasks.
+(anchor, positive) pairs (link mode) per row; its randomness (a torch generator of its own, never
+the process's global one) is seeded with ``random_seed`` and the task's index. The file must be
+at ``graph_path`` on every node that runs read tasks.
 
 Seeds: ``input_nodes`` None (every node; homogeneous graphs), ids (homogeneous), a node type
 (all its nodes) or ``(node_type, ids)``. Link mode (``supervision_edge_type`` given): the
@@ -159,6 +160,36 @@ def _plan(graph, graph_path: str, num_neighbors, input_nodes, batch_size: int, r
     return _Plan(node_type=node_type, ids=ids, count=count, **common)
 
 
+def sampling_plan(graph_path: str, num_neighbors: Sequence[int] | dict, input_nodes: Any = None,
+                  batch_size: int = 1024, replace: bool = False, features_path: str | None = None,
+                  *, view: str | None = None, supervision_edge_type: Any = None,
+                  split: str | None = None, num_negatives: int = 0, random_seed: int = 0,
+                  drop_last: bool = False, positive_pairs: Any = None,
+                  rows_per_block: int = 1) -> _Plan:
+    """The checked plan of :class:`GraphSamplingDatasource`'s arguments (opens the files; a
+    UsageError names a bad one). :func:`read_batches` samples it."""
+    from graphstore.replicated.graph_file import FeatureFile, GraphFile
+
+    graph_path = os.path.abspath(os.fspath(graph_path))
+    graph = GraphFile.open(graph_path)
+    if features_path is not None:
+        features_path = os.path.abspath(os.fspath(features_path))
+        FeatureFile.open(features_path).check_matches(graph)
+    plan = _plan(graph, graph_path, num_neighbors, input_nodes, batch_size, replace,
+                 features_path, view, supervision_edge_type, split, num_negatives,
+                 random_seed, drop_last, positive_pairs)
+    if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) \
+            or rows_per_block < 1:
+        raise UsageError(f"rows_per_block must be an integer >= 1, got {rows_per_block!r}")
+    return dataclasses.replace(plan, rows_per_block=rows_per_block)
+
+
+def read_batches(plan: _Plan) -> Iterator[Any]:
+    """Every row of ``plan`` in this process, one Arrow table per ``rows_per_block`` rows (what
+    one read task of the whole plan yields; no Ray)."""
+    return _read(plan, 0, plan.count, 0)
+
+
 def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
     """Sample seeds ``[lo, hi)`` of ``plan``: one Arrow row per mini-batch, ``rows_per_block``
     rows per yielded table (a Ray Data block)."""
@@ -172,8 +203,9 @@ def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
 
     graph = GraphFile.open(plan.graph_path)
     feats = FeatureFile.open(plan.features_path) if plan.features_path else None
-    sampler = CsrSampler(graph, plan.num_neighbors, view=plan.view, replace=plan.replace)
-    torch.manual_seed(plan.random_seed * 1_000_003 + task_index)
+    generator = torch.Generator().manual_seed(plan.random_seed * 1_000_003 + task_index)
+    sampler = CsrSampler(graph, plan.num_neighbors, view=plan.view, replace=plan.replace,
+                         generator=generator)
     meta = graph.metadata
     node_types = list(meta.node_types)
     sup = EdgeType(src_node_type=plan.supervision[0], relation=plan.supervision[1],
@@ -200,7 +232,8 @@ def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
             seeds = {plan.node_type: torch.from_numpy(np.ascontiguousarray(units[start:start + plan.batch_size]))}
         else:
             pairs = torch.from_numpy(np.ascontiguousarray(units[:, start:start + plan.batch_size]))
-            neg = torch.randint(0, meta.node_counts[sup.dst_node_type], (plan.num_negatives,))
+            neg = torch.randint(0, meta.node_counts[sup.dst_node_type], (plan.num_negatives,),
+                                generator=generator)
             seeds, link = _link_seeds(sup, pairs, neg)
         sub = sampler.sample(seeds)
         x = {}
@@ -261,20 +294,11 @@ def _datasource_class():
                      num_negatives: int = 0, random_seed: int = 0, drop_last: bool = False,
                      positive_pairs: Any = None, rows_per_block: int = 1) -> None:
             super().__init__()
-            from graphstore.replicated.graph_file import FeatureFile, GraphFile
-
-            graph_path = os.path.abspath(os.fspath(graph_path))
-            graph = GraphFile.open(graph_path)
-            if features_path is not None:
-                features_path = os.path.abspath(os.fspath(features_path))
-                FeatureFile.open(features_path).check_matches(graph)
-            self.plan = _plan(graph, graph_path, num_neighbors, input_nodes, batch_size, replace,
-                              features_path, view, supervision_edge_type, split, num_negatives,
-                              random_seed, drop_last, positive_pairs)
-            if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) \
-                    or rows_per_block < 1:
-                raise UsageError(f"rows_per_block must be an integer >= 1, got {rows_per_block!r}")
-            self.plan = dataclasses.replace(self.plan, rows_per_block=rows_per_block)
+            self.plan = sampling_plan(
+                graph_path, num_neighbors, input_nodes, batch_size, replace, features_path,
+                view=view, supervision_edge_type=supervision_edge_type, split=split,
+                num_negatives=num_negatives, random_seed=random_seed, drop_last=drop_last,
+                positive_pairs=positive_pairs, rows_per_block=rows_per_block)
 
         def estimate_inmemory_data_size(self) -> int | None:
             return None

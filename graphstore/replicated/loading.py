@@ -15,7 +15,10 @@ seeds (node mode) or (anchor, positive) pairs (link mode: ``y_positive`` in the 
 loader shuffles (a permutation seeded with the loader's seed and the epoch number), sampled with
 a seed that also changes per epoch. ``LoaderOptions.num_workers`` is the number of read tasks
 (sampling processes) per epoch, ``prefetch_size`` the batches Ray Data reads ahead; read tasks
-yield :data:`ROWS_PER_BLOCK` batches per block. The read
+yield :data:`ROWS_PER_BLOCK` batches per block. ``num_workers=0`` samples inline instead, in the
+consuming process, one batch per ``next()`` (the same rows and seeds as one read task, without
+Ray Data): no sampling overlaps the consumer's work, and nothing else competes for its cores
+(measured: benchmarks/sampling.py, README "Choosing a mode"). The read
 tasks reserve no CPU (their count bounds them) and run on this process's Ray node
 (soft node affinity): the graph file is local to every node, so sampling never crosses the
 network. Batch order across read tasks is Ray Data's (the units of each batch are fixed).
@@ -119,10 +122,9 @@ class RayDataIteration:
         return self.units[..., order]
 
     def start_epoch(self) -> None:
-        """Start the next epoch (a new dataset; the rest of the previous one is dropped)."""
-        import ray
-
-        from graphstore.replicated import GraphSamplingDatasource
+        """Start the next epoch (a new dataset, or inline: a new generator; the rest of the
+        previous one is dropped)."""
+        from graphstore.replicated.datasource import read_batches, sampling_plan
 
         ds = self.dataset
         units = self._epoch_units()
@@ -133,13 +135,22 @@ class RayDataIteration:
             options["input_nodes"] = (self.node_type, units)
         else:
             options.update(supervision_edge_type=self.supervision, positive_pairs=units)
+        self.epoch += 1
+        if self.read_tasks == 0:
+            self._batches = read_batches(sampling_plan(
+                ds.graph_path, self.num_neighbors, batch_size=self.batch_size,
+                **(options | {"rows_per_block": 1})))
+            return
+        import ray
+
+        from graphstore.replicated import GraphSamplingDatasource
+
         source = GraphSamplingDatasource(
             ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options)
         data = ray.data.read_datasource(source, override_num_blocks=max(1, self.read_tasks),
                                         ray_remote_args=read_task_options(ds.ray_remote_args))
         self._batches = iter(data.iter_batches(batch_size=1, batch_format="pyarrow",
                                                prefetch_batches=self.prefetch_batches))
-        self.epoch += 1
 
     def next(self) -> Any:
         """The next batch of the current epoch (PyG ``Data`` / ``HeteroData``, tensors viewing

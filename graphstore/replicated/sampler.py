@@ -6,8 +6,8 @@
 neighbours of every frontier node (the nodes first reached in the previous hop; the seeds at
 hop 0), a uniform subset without replacement unless ``replace`` (then exactly ``fanout`` uniform
 draws); every neighbour when the degree is at most ``fanout``; ``-1``: every neighbour; ``0``:
-none. Randomness comes from torch's global generator (``torch.manual_seed`` makes a sample
-reproducible).
+none. Randomness comes from the sampler's ``generator`` (default torch's global one:
+``torch.manual_seed`` then makes a sample reproducible).
 
 How: whole-frontier tensor ops (:func:`pick_neighbours`; Floyd's subset algorithm with one step
 per fanout slot, vectorised over the nodes) and a sort-based relabelling (:func:`relabel`);
@@ -56,12 +56,15 @@ class SampledSubgraph:
 class CsrSampler:
     """Samples ``num_neighbors`` (one fanout per hop; or ``{edge type: fanouts}``, equal hop
     counts) around seeds, over ``view`` of ``graph`` (``"train"``: the message-passing graph
-    of training, held-out supervision edges absent; ``"full"``: every edge)."""
+    of training, held-out supervision edges absent; ``"full"``: every edge); random draws from
+    ``generator`` (None: torch's global generator)."""
 
     def __init__(self, graph: GraphFile, num_neighbors: Sequence[int] | Mapping, *,
-                 view: View = "full", replace: bool = False) -> None:
+                 view: View = "full", replace: bool = False,
+                 generator: torch.Generator | None = None) -> None:
         graph.check_view(view)
         self.graph, self.view, self.replace = graph, view, bool(replace)
+        self.generator = generator
         meta = graph.metadata
         self.homogeneous = meta.is_homogeneous
         self.node_types = list(meta.node_types)
@@ -112,7 +115,7 @@ class CsrSampler:
                 if not frontier.numel():
                     continue
                 pos, owner = pick_neighbours(self._colptr[key], frontier,
-                                             self._fanout[key][hop], self.replace)
+                                             self._fanout[key][hop], self.replace, self.generator)
                 cols[msg].append(owner + begin[dst_t])
                 edges[msg].append(pos)
                 found.setdefault(src_t, []).append((msg, self._row[key][pos]))
@@ -131,8 +134,9 @@ class CsrSampler:
                                edge_index=edge_index, edge_id=edge_id)
 
 
-def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int,
-                    replace: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int, replace: bool,
+                    generator: torch.Generator | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """One hop over a CSR: the positions (into its ``indices``) of the edges every ``frontier``
     node samples, and for each the index of its node in ``frontier``; edges grouped by node in
     frontier order. Without ``replace``: ``min(degree, fanout)`` distinct edges per node, a
@@ -152,23 +156,25 @@ def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int,
     first = torch.cumsum(take, 0) - take  # where each node's edges start in the output
     offset = torch.arange(owner.numel()) - first[owner]  # 0..take-1 within each node
     if fanout > 0 and replace:
-        offset = (torch.rand(owner.numel(), dtype=torch.float64) * degree[owner]).long()
+        offset = (torch.rand(owner.numel(), dtype=torch.float64, generator=generator)
+                  * degree[owner]).long()
     elif fanout > 0:
         big = torch.nonzero(degree > fanout).view(-1)
         if big.numel():
-            chosen = _floyd(degree[big], fanout)
+            chosen = _floyd(degree[big], fanout, generator)
             slots = first[big].unsqueeze(1) + torch.arange(fanout)
             offset[slots.view(-1)] = chosen.view(-1)
     return start[owner] + offset, owner
 
 
-def _floyd(degree: torch.Tensor, k: int) -> torch.Tensor:
+def _floyd(degree: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
     """``[len(degree), k]``: per row, ``k`` distinct uniform offsets in ``[0, degree)`` (every
     degree > k). Floyd: slot i draws t in [0, d-k+i]; a t drawn before becomes d-k+i."""
     chosen = torch.empty((degree.numel(), k), dtype=torch.long)
     for i in range(k):
         top = degree - k + i
-        t = (torch.rand(degree.numel(), dtype=torch.float64) * (top + 1)).long()
+        t = (torch.rand(degree.numel(), dtype=torch.float64, generator=generator)
+             * (top + 1)).long()
         if i:
             t = torch.where((chosen[:, :i] == t.unsqueeze(1)).any(1), top, t)
         chosen[:, i] = t

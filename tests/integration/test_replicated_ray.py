@@ -174,3 +174,49 @@ def test_several_rows_per_block_give_the_same_batches_without_copies(ray_cluster
     assert sum(len(b) for b in by_rows[5]) == pairs.shape[1]
     with pytest.raises(UsageError, match="rows_per_block"):
         GraphSamplingDatasource(built.graph, [2], input_nodes="user", rows_per_block=0)
+
+
+def test_the_loaders_inline_sampling_gives_the_read_tasks_batches(ray_cluster, graphs):
+    """``num_workers=0`` samples in the loader's own process: the same batches, in the same
+    order, as one Ray Data read task with the same seed (every seed once per epoch, the epoch's
+    shuffle and the sampler's draws alike), and graph-store loaders refuse 0 by name."""
+    from graphstore import DistABLPLoader, DistNeighborLoader
+    from graphstore.graph_dataset import LoaderOptions
+    from graphstore.replicated.dataset import ReplicatedDataset
+    from graphstore.remote_dataset import RemoteDistDataset
+
+    built = graphs["hetero"]
+    ds = ReplicatedDataset(built.graph, built.features, view="train")
+    users = ds.fetch_node_ids(node_type="user", rank=0, world_size=1)
+    pairs = ds.fetch_ablp_input("train", rank=0, world_size=1, supervision_edge_type=BUYS)
+
+    def epochs(workers: int) -> list[list]:
+        loaders = [DistNeighborLoader(ds, [3, 2], ("user", users), batch_size=7, shuffle=True,
+                                      random_seed=11, num_workers=workers),
+                   DistABLPLoader(ds, [3, 2], pairs, batch_size=5, shuffle=True, random_seed=11,
+                                  supervision_edge_type=BUYS, num_workers=workers)]
+        out = []
+        for loader in loaders:
+            for _ in range(2):  # each epoch reshuffles and reseeds
+                out.append([(b["user"].n_id[:b["user"].batch_size].tolist(),
+                             b["user"].n_id.tolist(), b["item"].n_id.tolist(),
+                             b["user", "buys", "item"].edge_index.tolist()
+                             if ("user", "buys", "item") in b.edge_types else None,
+                             b.y_positive.tolist() if "y_positive" in b else None)
+                            for b in loader])
+            loader.shutdown()
+        return out
+
+    inline, read_task = epochs(0), epochs(1)
+    assert inline == read_task
+    for epoch in inline[:2]:  # every user a seed once per epoch, 7 per batch
+        seeds = [u for batch in epoch for u in batch[0]]
+        assert sorted(seeds) == users[0].tolist() and len(epoch) == -(-len(seeds) // 7)
+    assert inline[0] != inline[1]
+    want = pairs[0].positive_labels[BUYS.as_tuple()].shape[1]
+    assert [sum(len(b[4][0]) for b in epoch) for epoch in inline[2:]] == [want, want]
+    with pytest.raises(UsageError, match="num_workers must be >= 0"):
+        LoaderOptions("nbr", num_workers=-1)
+    with pytest.raises(UsageError, match="graph-store loaders need >= 1 sampling worker"):
+        RemoteDistDataset.start_loader(object.__new__(RemoteDistDataset), object(), [], None,
+                                       LoaderOptions("nbr", num_workers=0))
