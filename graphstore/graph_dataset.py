@@ -39,19 +39,24 @@ class LoaderOptions:
     ``num_workers`` sampling workers per storage server (graph store; >= 1), each running
     ``worker_concurrency`` batches at once; ``prefetch_size`` batches buffered per server.
     Replicated mode: ``num_workers`` sampling processes (Ray Data read tasks), 0 sampling inline
-    in the consuming process; colocated mode samples inline whatever it is."""
+    in the consuming process; colocated mode samples inline whatever it is. ``num_workers``
+    None: the dataset's default (:meth:`workers_or`)."""
 
     kind: Literal["nbr", "ablp"]
-    num_workers: int = 1
+    num_workers: int | None = None
     worker_concurrency: int = 4
     prefetch_size: int = 4
 
     def __post_init__(self) -> None:
-        if self.num_workers < 0:
+        if self.num_workers is not None and self.num_workers < 0:
             raise UsageError(f"num_workers must be >= 0, got {self.num_workers}")
         for name in ("worker_concurrency", "prefetch_size"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    def workers_or(self, default: int) -> int:
+        """``num_workers``, or ``default`` (the dataset's) when the loader left it None."""
+        return default if self.num_workers is None else self.num_workers
 
 
 class GraphDataset(Protocol):

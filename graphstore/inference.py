@@ -87,7 +87,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     node_ids = ds.fetch_node_ids(node_type=node_type)  # this rank's share of every partition
     total = sum(len(t) for t in node_ids.values())
     loader = DistNeighborLoader(ds, fanout, node_ids if homo else (node_type, node_ids),
-                                batch_size=batch_size)
+                                batch_size=batch_size, num_workers=args.sampling_workers)
     ids, embs, t0 = [], [], time.perf_counter()
     num_batches = (total + batch_size - 1) // batch_size  # an upper bound: GLT batches per server
     with torch.no_grad():

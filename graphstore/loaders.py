@@ -9,7 +9,9 @@ replicated mode, Ray Data over the graph file, which then drives the loader itse
 plain ``Tensor`` / ``ABLPInputNodes`` is taken as the input of the only input partition (colocated
 mode, or a single storage server). Each loader samples with a fixed ``random_seed``
 (``graphStoreRuntimeConfig.randomSeed`` + compute rank unless given): unseeded GLT sampling
-measured ~1.8x slower here.
+measured ~1.8x slower here. ``num_workers``: sampling processes (graph store: GLT workers per
+storage server, >= 1, default 1; replicated: Ray Data read tasks per loader, 0 = inline in this
+process, the default; colocated samples inline whatever it is); None takes the dataset's default.
 
 ABLP batches (``DistABLPLoader``): the sampled subgraph around the anchors and their positive
 label nodes, with features, plus
@@ -163,7 +165,7 @@ class DistNeighborLoader(_DatasetDriven, GltLoader):
     ``Tensor`` for the only input partition, e.g. colocated)."""
 
     def __init__(self, dataset: GraphDataset, num_neighbors: list[int], input_nodes: Any,
-                 batch_size: int = 1, num_workers: int = 1, shuffle: bool = False,
+                 batch_size: int = 1, num_workers: int | None = None, shuffle: bool = False,
                  drop_last: bool = False, with_edge: bool = False, random_seed: int | None = None,
                  worker_concurrency: int = 4, prefetch_size: int = 4) -> None:
         _check_dataset(dataset, "DistNeighborLoader")
@@ -196,7 +198,7 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
     not in replicated mode yet (UsageError)."""
 
     def __init__(self, dataset: GraphDataset, num_neighbors: list[int], input_nodes: Any,
-                 batch_size: int = 1, num_workers: int = 1, shuffle: bool = False,
+                 batch_size: int = 1, num_workers: int | None = None, shuffle: bool = False,
                  drop_last: bool = False, supervision_edge_type: EdgeTypeLike | None = None,
                  random_seed: int | None = None, worker_concurrency: int = 4,
                  prefetch_size: int = 4, hard_negatives_per_anchor: int = 0) -> None:

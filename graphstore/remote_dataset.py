@@ -34,6 +34,8 @@ from graphstore.storage import protocol as P
 CPU = torch.device("cpu")
 
 log = logging.getLogger(__name__)
+DEFAULT_SAMPLING_WORKERS = 1
+"""GLT sampling workers per storage server of a loader that leaves ``num_workers`` None."""
 
 
 class RemoteDistDataset(DatasetBase):
@@ -78,19 +80,20 @@ class RemoteDistDataset(DatasetBase):
         sampling workers; loaders are created one compute rank at a time (:func:`_in_rank_order`)."""
         from graphlearn_torch.distributed import RemoteDistSamplingWorkerOptions
 
-        if options.num_workers < 1:
-            raise UsageError(f"{type(loader).__name__}: num_workers={options.num_workers}: "
-                             "graph-store loaders need >= 1 sampling worker per storage server "
-                             "(0, sampling inline, is replicated mode's)")
+        workers = options.workers_or(DEFAULT_SAMPLING_WORKERS)
+        if workers < 1:
+            raise UsageError(f"{type(loader).__name__}: num_workers={workers}: graph-store "
+                             "loaders need >= 1 sampling worker per storage server (0, sampling "
+                             "inline, is replicated mode's)")
         info = self.cluster_info
         port = self._ask(0, P.FreePortsRequest(1)).ports[0]
         worker_options = RemoteDistSamplingWorkerOptions(
-            server_rank=list(self.input_partitions), num_workers=options.num_workers,
-            worker_devices=[CPU] * options.num_workers,
+            server_rank=list(self.input_partitions), num_workers=workers,
+            worker_devices=[CPU] * workers,
             worker_concurrency=options.worker_concurrency,
             master_addr=info.storage_cluster_master_ip, master_port=port,
             rpc_timeout=info.runtime.rpc_timeout_s, num_rpc_threads=2,
-            buffer_size=f"{max(64, 64 * options.num_workers)}MB",
+            buffer_size=f"{max(64, 64 * workers)}MB",
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()

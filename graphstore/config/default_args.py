@@ -81,6 +81,7 @@ class TrainerArgs:
     seed: int = 0  # model initialisation, the evaluation candidates, the baselines
     baselines: tuple[BaselineName, ...] = BASELINES  # scored beside the model; [] none
     tensorboard: bool = False  # TensorBoard event files into <run-dir>/tensorboard/
+    sampling_workers: int | None = None  # every loader's num_workers; None: the mode's default
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "trainerConfig.trainerArgs") -> TrainerArgs:
@@ -95,6 +96,7 @@ class InferencerArgs:
     num_neighbors: tuple[int, ...] | None = field(default=None, metadata={"min": -1})  # None: as trained
     log_every_batches: int = 20
     checkpoint: str | None = None  # URI of model.pt; None: <run-dir>/checkpoint/model.pt
+    sampling_workers: int | None = None  # the loader's num_workers; None: the mode's default
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any],

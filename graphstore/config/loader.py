@@ -19,6 +19,9 @@ from pydantic import ValidationError
 from graphstore.config._fields import Bad, FileModel, did_you_mean
 from graphstore.config._problems import Collector, add_validation_errors
 from graphstore.config._raw import NOT_LOADED, apply_override, parse_override, read_yaml, tokens_to_path
+from graphstore.config.default_args import (
+    DEFAULT_INFERENCER_MODULE, DEFAULT_TRAINER_MODULE, runs_module,
+)
 from graphstore.config.errors import ConfigError, Problem, clip, show
 from graphstore.config.resource_schema import ResourceConfig
 from graphstore.config.schema import TaskConfig
@@ -157,6 +160,16 @@ def check_pair(task: TaskConfig, res: ResourceConfig, tcol: Collector, resource_
                  [str(et) for et in task.hard_negative_edge_types.values()],
                  f"is not supported in replicated mode yet ({resource_file} trains with mode: "
                  "replicated): remove it, or train in graph-store or colocated mode")
+    for key, cfg, args, stage, module in (
+            ("trainerConfig.trainerArgs", task.trainer, task.trainer.trainer_args, res.trainer,
+             DEFAULT_TRAINER_MODULE),
+            ("inferencerConfig.inferencerArgs", task.inferencer, task.inferencer.inferencer_args,
+             res.inferencer, DEFAULT_INFERENCER_MODULE)):
+        if args.get("sampling_workers") == 0 and not stage.replicated and not stage.colocated \
+                and runs_module(cfg.command, module):
+            tcol.bad(f"{key}.sampling_workers", 0,
+                     f"needs >= 1 in graph-store mode ({resource_file}: sampling runs in workers "
+                     "on each storage server); 0, sampling inline, is replicated mode's")
     num = task.dataset.partition.num_partitions
     if num is not None and num != res.num_partitions and not res.trainer.replicated:
         tcol.bad("datasetConfig.partitionConfig.numPartitions", num,

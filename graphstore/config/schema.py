@@ -98,7 +98,8 @@ class InferencerConfig(Model):
         "checkpoint), `log_every_batches` (int >= 0, 20) and `checkpoint` (str URI of `model.pt`; default "
         "`<run-dir>/checkpoint/model.pt`; it must be a checkpoint the default trainer wrote, schema 2: "
         "anything else, e.g. a pickle of other objects, is refused with exit 2 and never unpickled, see "
-        "`graphstore/training/checkpoint.py`); checked when the config loads, unknown keys are an error."))
+        "`graphstore/training/checkpoint.py`) and `sampling_workers` (int >= 0 or null, as the "
+        "trainer's); checked when the config loads, unknown keys are an error."))
     inference_batch_size: Int(1) = Field(512, alias="inferenceBatchSize",
                                          description="Seed nodes per inference batch.")
     node_types: tuple[Name, ...] | None = Field(None, alias="nodeTypes", description=(

@@ -1,4 +1,4 @@
-"""How a loader of the default loops iterates in replicated mode: Ray Data, one dataset per epoch.
+"""How a loader of the default loops iterates in replicated mode: inline, or Ray Data.
 
 ``DistNeighborLoader`` and ``DistABLPLoader`` (graphstore.loaders) check their arguments and build
 GLT's sampler input and ``SamplingConfig`` as in every mode, then hand them to the dataset
@@ -7,21 +7,24 @@ the loader with a :class:`RayDataIteration` instead of GLT. The loader's protoco
 ``iter(loader)`` starts an epoch, ``next(loader)`` gives its next batch (``StopIteration`` at its
 end), ``shutdown()`` stops it.
 
-Each epoch is one ``ray.data`` dataset over :class:`~graphstore.replicated.datasource.
-GraphSamplingDatasource` (``create_sampling_dataset``'s source), read with
-``iter_batches(batch_size=1, batch_format="pyarrow")`` and ``collate_to_pyg``: this process's
-seeds (node mode) or (anchor, positive) pairs (link mode: ``y_positive`` in the batch, as
-``DistABLPLoader`` gives it), ``batch_size`` of them per batch, shuffled per epoch when the
-loader shuffles (a permutation seeded with the loader's seed and the epoch number), sampled with
-a seed that also changes per epoch. ``LoaderOptions.num_workers`` is the number of read tasks
-(sampling processes) per epoch, ``prefetch_size`` the batches Ray Data reads ahead; read tasks
-yield :data:`ROWS_PER_BLOCK` batches per block. ``num_workers=0`` samples inline instead, in the
-consuming process, one batch per ``next()`` (the same rows and seeds as one read task, without
-Ray Data): no sampling overlaps the consumer's work, and nothing else competes for its cores
-(measured: benchmarks/sampling.py, README "Choosing a mode"). The read
-tasks reserve no CPU (their count bounds them) and run on this process's Ray node
-(soft node affinity): the graph file is local to every node, so sampling never crosses the
-network. Batch order across read tasks is Ray Data's (the units of each batch are fixed).
+An epoch samples this process's seeds (node mode) or (anchor, positive) pairs (link mode:
+``y_positive`` in the batch, as ``DistABLPLoader`` gives it), ``batch_size`` of them per batch,
+shuffled per epoch when the loader shuffles (a permutation seeded with the loader's seed and the
+epoch number), with a sampling seed that also changes per epoch, as rows of
+:class:`~graphstore.replicated.datasource.GraphSamplingDatasource` (``create_sampling_dataset``'s
+source) turned into PyG batches by ``collate_to_pyg``. ``LoaderOptions.num_workers`` says where:
+
+- ``0`` (:data:`DEFAULT_SAMPLING_PROCESSES`, what a loader that leaves it None gets): inline, in
+  the consuming process, one batch per ``next()``, no Ray Data; no sampling overlaps the
+  consumer's work, and nothing else competes for its cores;
+- ``k >= 1``: one ``ray.data`` dataset per epoch with k read tasks (sampling processes), read with
+  ``iter_batches(batch_size=1, batch_format="pyarrow")``, ``prefetch_size`` batches read ahead,
+  :data:`ROWS_PER_BLOCK` batches per block. The read tasks reserve no CPU (their count bounds
+  them) and run on this process's Ray node (soft node affinity): the graph file is local to
+  every node, so sampling never crosses the network. Batch order across read tasks is Ray
+  Data's (the units of each batch are fixed).
+
+Inline and one read task give the same batches in the same order (the same rows and draws).
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from graphstore.errors import UsageError
 
 log = logging.getLogger(__name__)
 _SEED_STRIDE = 100_003  # random_seed of epoch e: seed * stride + e (distinct per epoch and rank)
+DEFAULT_SAMPLING_PROCESSES = 0
+"""``num_workers`` of a loader that leaves it None: inline. Measured (benchmarks/sampling.py, 1 M
+edges, 2 cores, 2026-12-01): one Ray worker sampling inline ran ~1.2-2x the seeds/s of the same
+worker with one Ray Data read task, whose streaming executor also takes the worker's CPU."""
 ROWS_PER_BLOCK = 8
 """Batches per Ray Data block. Measured here (medium graph, 256-pair link batches, 2 read
 tasks, 2 cores): 1 per block ran 31 batches/s with 11 ms of the consumer's CPU per batch in Ray
@@ -109,7 +116,8 @@ class RayDataIteration:
                    supervision=supervision, num_neighbors=list(config.num_neighbors),
                    batch_size=int(config.batch_size), shuffle=bool(config.shuffle),
                    drop_last=bool(config.drop_last), seed=int(config.seed or 0),
-                   read_tasks=int(options.num_workers), prefetch_batches=int(options.prefetch_size))
+                   read_tasks=options.workers_or(DEFAULT_SAMPLING_PROCESSES),
+                   prefetch_batches=int(options.prefetch_size))
 
     @property
     def num_units(self) -> int:
@@ -170,4 +178,4 @@ class RayDataIteration:
         self._batches = None
 
 
-__all__ = ["RayDataIteration", "read_task_options", "quiet_ray_data"]
+__all__ = ["DEFAULT_SAMPLING_PROCESSES", "RayDataIteration", "read_task_options", "quiet_ray_data"]

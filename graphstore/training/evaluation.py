@@ -130,12 +130,13 @@ class Evaluator:
             book = job.ds.fetch_node_partition_book(sup.label_type)
             inputs = by_partition(ids, book, tuple(job.ds.input_partitions))
             loader = DistNeighborLoader(job.ds, list(args.num_neighbors), sup.node_input(inputs),
-                                        batch_size=1024)
+                                        batch_size=1024, num_workers=args.sampling_workers)
             self._candidates[sup.key] = (loader, ids)
         if (sup.key, split) not in self._pairs:
             self._pairs[sup.key, split] = DistABLPLoader(
                 job.ds, list(args.num_neighbors), sup.ablp_input(split),
-                batch_size=args.batch_size, supervision_edge_type=sup.key)
+                batch_size=args.batch_size, supervision_edge_type=sup.key,
+                num_workers=args.sampling_workers)
         return self._candidates[sup.key], self._pairs[sup.key, split]
 
     def _embed_candidates(self, model, sup: Supervision, loader,

@@ -138,10 +138,12 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
             train = DistABLPLoader(job.ds, list(args.num_neighbors), train_input,
                                    batch_size=args.batch_size, shuffle=True, drop_last=True,
                                    supervision_edge_type=sup.key,
+                                   num_workers=args.sampling_workers,
                                    hard_negatives_per_anchor=_hard_per_anchor(job, sup, args))
             negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
                                            sup.node_input(sup.label_ids()),
-                                           batch_size=args.num_random_negatives, shuffle=True) \
+                                           batch_size=args.num_random_negatives, shuffle=True,
+                                           num_workers=args.sampling_workers) \
                 if args.num_random_negatives else None
             streams.append((sup, EpochStream(train, sup.steps_per_epoch(train_input,
                                                                          args.batch_size)),

@@ -74,6 +74,26 @@ def test_replicated_mode_refuses_storage_and_a_mode_that_differs_per_stage(tmp_p
     assert bad[0][0] == key and "mode 'graph_store' needs" in bad[0][1]
 
 
+def test_sampling_workers_zero_is_refused_only_where_storage_samples():
+    """``sampling_workers: 0`` (inline) loads with a replicated or colocated stage and is a
+    problem naming the key with a graph-store one; a negative one is refused in every mode."""
+    key = "trainerConfig.trainerArgs.sampling_workers"
+    inline = ("trainerConfig.trainerArgs.sampling_workers=0",
+              "inferencerConfig.inferencerArgs.sampling_workers=0")
+    task, _ = load_config_pair(CONFIGS / "task_hetero.yaml",
+                               CONFIGS / "resource_local_replicated.yaml", inline)
+    assert task.trainer.trainer_args["sampling_workers"] == 0
+    load_config_pair(CONFIGS / "task_hetero.yaml", CONFIGS / "resource_local_colocated.yaml", inline)
+    with pytest.raises(ConfigError) as exc:
+        load_config_pair(CONFIGS / "task_hetero.yaml", CONFIGS / "resource_local.yaml", inline)
+    found = {p.path: p.message for p in exc.value.problems}
+    assert set(found) == {key, "inferencerConfig.inferencerArgs.sampling_workers"}
+    assert "graph-store mode" in found[key] and "resource_local.yaml" in found[key]
+    with pytest.raises(ConfigError, match="sampling_workers"):
+        load_config_pair(CONFIGS / "task_hetero.yaml", CONFIGS / "resource_local_replicated.yaml",
+                         ("trainerConfig.trainerArgs.sampling_workers=-1",))
+
+
 def test_vertex_replicated_job_has_compute_pools_only_and_passes_the_vertex_checks():
     task_path, res_path = CONFIGS / "task_vertex.yaml", CONFIGS / "resource_vertex_replicated.yaml"
     task, res = load_config_pair(task_path, res_path)
