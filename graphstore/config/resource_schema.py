@@ -113,7 +113,8 @@ MODE_DESCRIPTION = (
     "partitions and serve sampling over RPC (with no storage machines, each compute machine holds one "
     "partition: colocated). `replicated`: every compute machine holds the whole graph as one "
     "memory-mapped file on its local disk (written after partitioning, `<run>/graph/graph.bin`) and "
-    "samples locally through Ray Data; the compute machines form one Ray cluster and train with Ray "
+    "samples locally (in each worker, or in Ray Data read tasks: `trainerArgs.sampling_workers`); the "
+    "compute machines form one Ray cluster and train with Ray "
     "Train's `TorchTrainer` (DDP); only gradients cross the network. Pick `replicated` when the graph "
     "file fits a compute machine's disk (`python -m pipeline plan` says). Both stages use the same mode.")
 

@@ -10,7 +10,7 @@ inferencer and loaders run unchanged on it. What differs is only the transport:
   are keyed ``{0: ...}``, the partition book is all zeros, and ``rank`` / ``world_size`` default
   to this process's rank among all compute processes (every process of the job together gets
   each id once, as in graph-store mode);
-- a loader (``DistNeighborLoader`` / ``DistABLPLoader``) is driven by Ray Data
+- a loader (``DistNeighborLoader`` / ``DistABLPLoader``) samples inline or through Ray Data
   (graphstore.replicated.loading): its seeds, fan-out, batch size, shuffling and seed come from
   the same GLT sampler inputs and ``SamplingConfig`` the other modes hand GLT.
 
@@ -164,8 +164,9 @@ class ReplicatedDataset(DatasetBase):
 
     def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
                      options: LoaderOptions) -> None:
-        """Drive ``loader`` with Ray Data (graphstore.replicated.loading): ``inputs`` is the one
-        GLT sampler input of partition 0 (node ids, or (anchor, label) rows and columns)."""
+        """Drive ``loader`` inline or with Ray Data (graphstore.replicated.loading): ``inputs``
+        is the one GLT sampler input of partition 0 (node ids, or (anchor, label) rows and
+        columns)."""
         from graphstore.replicated.loading import RayDataIteration
 
         (only,) = inputs
