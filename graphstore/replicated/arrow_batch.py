@@ -153,8 +153,6 @@ def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def collate_to_pyg(batch: pa.Table | pa.RecordBatch) -> Any:
     """A ``Data`` (homogeneous) or ``HeteroData`` from an Arrow batch of sampled rows (see the
     module docs: zero-copy for one row)."""
-    from torch_geometric.data import Data, HeteroData
-
     if isinstance(batch, pa.RecordBatch):
         batch = pa.Table.from_batches([batch])
     if not isinstance(batch, pa.Table) or "meta" not in batch.column_names:
@@ -164,7 +162,32 @@ def collate_to_pyg(batch: pa.Table | pa.RecordBatch) -> Any:
     if batch.num_rows == 0:
         raise UsageError("collate_to_pyg: the batch has no rows")
     rows = [_decode_row(batch.slice(i, 1)) for i in range(batch.num_rows)]
-    r = rows[0] if len(rows) == 1 else _merge(rows)
+    return _to_pyg(rows[0] if len(rows) == 1 else _merge(rows))
+
+
+def subgraph_to_pyg(sub: SampledSubgraph, *, message_types: list[EdgeTypeTuple],
+                    x: dict[str, torch.Tensor], homogeneous: bool,
+                    link: tuple[EdgeTypeTuple, torch.Tensor, torch.Tensor] | None = None) -> Any:
+    """The batch ``collate_to_pyg`` gives for the row :func:`encode` makes of the same arguments,
+    built directly from the tensors (no Arrow; inline sampling): every node type of ``sub``,
+    every message type, in the same order."""
+    empty = torch.empty(0, dtype=torch.long)
+    r: dict[str, Any] = {
+        "meta": {"homogeneous": homogeneous,
+                 "supervision_edge_type": list(link[0]) if link is not None else None},
+        "node": dict(sub.node), "num_seeds": {nt: sub.num_seeds.get(nt, 0) for nt in sub.node},
+        "x": {nt: x[nt] for nt in sub.node if nt in x},
+        "edge_index": {mt: sub.edge_index.get(mt, empty.view(2, 0)) for mt in message_types},
+        "e_id": {mt: sub.edge_id.get(mt, empty) for mt in message_types}}
+    if link is not None:
+        r["y_positive"], r["y_negative"] = link[1], link[2]
+    return _to_pyg(r)
+
+
+def _to_pyg(r: dict[str, Any]) -> Any:
+    """``Data`` / ``HeteroData`` of a decoded row (module docs: the names of GLT's batches)."""
+    from torch_geometric.data import Data, HeteroData
+
     if r["meta"]["homogeneous"]:
         (nt,) = r["node"]
         (et,) = r["edge_index"]

@@ -184,20 +184,46 @@ def sampling_plan(graph_path: str, num_neighbors: Sequence[int] | dict, input_no
     return dataclasses.replace(plan, rows_per_block=rows_per_block)
 
 
-def read_batches(plan: _Plan) -> Iterator[Any]:
-    """Every row of ``plan`` in this process, one Arrow table per ``rows_per_block`` rows (what
-    one read task of the whole plan yields; no Ray)."""
-    return _read(plan, 0, plan.count, 0)
+def sample_batches(plan: _Plan) -> Iterator[Any]:
+    """Every mini-batch of ``plan`` sampled in this process, as PyG ``Data`` / ``HeteroData``
+    built directly (no Arrow, no Ray): what ``collate_to_pyg`` makes of each row of one read task
+    of the whole plan, the same tensors in the same order."""
+    from graphstore.replicated import arrow_batch
+    from graphstore.replicated.graph_file import GraphFile
+
+    homogeneous = GraphFile.open(plan.graph_path).metadata.is_homogeneous
+    for sub, x, link in _sample(plan, 0, plan.count, 0):
+        yield arrow_batch.subgraph_to_pyg(sub, message_types=plan.message_types, x=x,
+                                          homogeneous=homogeneous, link=link)
 
 
 def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
     """Sample seeds ``[lo, hi)`` of ``plan``: one Arrow row per mini-batch, ``rows_per_block``
     rows per yielded table (a Ray Data block)."""
     import pyarrow as pa
+
+    from graphstore.replicated import arrow_batch
+    from graphstore.replicated.graph_file import GraphFile
+
+    meta = GraphFile.open(plan.graph_path).metadata
+    block: list[Any] = []  # rows not yet yielded (concatenated: no copy of their buffers)
+    for sub, x, link in _sample(plan, lo, hi, task_index):
+        block.append(arrow_batch.encode(sub, node_types=list(meta.node_types),
+                                        message_types=plan.message_types, x=x,
+                                        homogeneous=meta.is_homogeneous, link=link))
+        if len(block) == plan.rows_per_block:
+            yield block[0] if len(block) == 1 else pa.concat_tables(block)
+            block = []
+    if block:
+        yield pa.concat_tables(block)
+
+
+def _sample(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[tuple[Any, dict, Any]]:
+    """Sample seeds ``[lo, hi)`` of ``plan``, one mini-batch at a time: (the sampled subgraph,
+    features per node type, link: (supervision type, positives, negatives) or None)."""
     import torch
 
     from graphstore.config import EdgeType
-    from graphstore.replicated import arrow_batch
     from graphstore.replicated.graph_file import FeatureFile, GraphFile
     from graphstore.replicated.sampler import CsrSampler
 
@@ -207,7 +233,6 @@ def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
     sampler = CsrSampler(graph, plan.num_neighbors, view=plan.view, replace=plan.replace,
                          generator=generator)
     meta = graph.metadata
-    node_types = list(meta.node_types)
     sup = EdgeType(src_node_type=plan.supervision[0], relation=plan.supervision[1],
                    dst_node_type=plan.supervision[2]) if plan.supervision else None
     if plan.pairs is not None:  # explicit pairs (already cut to this task's slice)
@@ -225,7 +250,6 @@ def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
         else:
             units, n_units = ids, len(ids)
     stop = n_units - n_units % plan.batch_size if plan.drop_last else n_units
-    block: list[Any] = []  # rows not yet yielded (concatenated: no copy of their buffers)
     for start in range(0, stop, plan.batch_size):
         link = None
         if sup is None:
@@ -239,14 +263,7 @@ def _read(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[Any]:
         x = {}
         if feats is not None:
             x = {nt: feats.x(nt)[sub.node[nt]] for nt in sub.node if feats.has(nt)}
-        block.append(arrow_batch.encode(sub, node_types=node_types,
-                                        message_types=plan.message_types, x=x,
-                                        homogeneous=meta.is_homogeneous, link=link))
-        if len(block) == plan.rows_per_block:
-            yield block[0] if len(block) == 1 else pa.concat_tables(block)
-            block = []
-    if block:
-        yield pa.concat_tables(block)
+        yield sub, x, link
 
 
 def _link_seeds(sup, pairs, neg):

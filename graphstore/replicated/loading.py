@@ -15,8 +15,8 @@ epoch number), with a sampling seed that also changes per epoch, as rows of
 source) turned into PyG batches by ``collate_to_pyg``. ``LoaderOptions.num_workers`` says where:
 
 - ``0`` (:data:`DEFAULT_SAMPLING_PROCESSES`, what a loader that leaves it None gets): inline, in
-  the consuming process, one batch per ``next()``, no Ray Data; no sampling overlaps the
-  consumer's work, and nothing else competes for its cores;
+  the consuming process, one batch per ``next()``, built directly (no Ray Data, no Arrow); no
+  sampling overlaps the consumer's work, and nothing else competes for its cores;
 - ``k >= 1``: one ``ray.data`` dataset per epoch with k read tasks (sampling processes), read with
   ``iter_batches(batch_size=1, batch_format="pyarrow")``, ``prefetch_size`` batches read ahead,
   :data:`ROWS_PER_BLOCK` batches per block. The read tasks reserve no CPU (their count bounds
@@ -132,7 +132,7 @@ class RayDataIteration:
     def start_epoch(self) -> None:
         """Start the next epoch (a new dataset, or inline: a new generator; the rest of the
         previous one is dropped)."""
-        from graphstore.replicated.datasource import read_batches, sampling_plan
+        from graphstore.replicated.datasource import sample_batches, sampling_plan
 
         ds = self.dataset
         units = self._epoch_units()
@@ -145,9 +145,8 @@ class RayDataIteration:
             options.update(supervision_edge_type=self.supervision, positive_pairs=units)
         self.epoch += 1
         if self.read_tasks == 0:
-            self._batches = read_batches(sampling_plan(
-                ds.graph_path, self.num_neighbors, batch_size=self.batch_size,
-                **(options | {"rows_per_block": 1})))
+            self._batches = sample_batches(sampling_plan(
+                ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options))
             return
         import ray
 
@@ -168,7 +167,8 @@ class RayDataIteration:
         if self._batches is None:
             raise StopIteration
         try:
-            return collate_to_pyg(next(self._batches))
+            batch = next(self._batches)
+            return batch if self.read_tasks == 0 else collate_to_pyg(batch)
         except StopIteration:
             self._batches = None
             raise

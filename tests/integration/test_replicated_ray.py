@@ -177,8 +177,8 @@ def test_several_rows_per_block_give_the_same_batches_without_copies(ray_cluster
 
 
 def test_the_loaders_inline_sampling_gives_the_read_tasks_batches(ray_cluster, graphs):
-    """``num_workers=0`` samples in the loader's own process: the same batches, in the same
-    order, as one Ray Data read task with the same seed (every seed once per epoch, the epoch's
+    """``num_workers=0`` samples in the loader's own process: the same batches (ids, edges, edge
+    ids, features, positives), in the same order, as one Ray Data read task with the same seed (every seed once per epoch, the epoch's
     shuffle and the sampler's draws alike), and graph-store loaders refuse 0 by name."""
     from graphstore import DistABLPLoader, DistNeighborLoader
     from graphstore.graph_dataset import LoaderOptions
@@ -202,6 +202,8 @@ def test_the_loaders_inline_sampling_gives_the_read_tasks_batches(ray_cluster, g
                              b["user"].n_id.tolist(), b["item"].n_id.tolist(),
                              b["user", "buys", "item"].edge_index.tolist()
                              if ("user", "buys", "item") in b.edge_types else None,
+                             {et: b[et].e_id.tolist() for et in b.edge_types},
+                             {nt: b[nt].x.tolist() for nt in b.node_types if "x" in b[nt]},
                              b.y_positive.tolist() if "y_positive" in b else None)
                             for b in loader])
             loader.shutdown()
@@ -214,7 +216,8 @@ def test_the_loaders_inline_sampling_gives_the_read_tasks_batches(ray_cluster, g
         assert sorted(seeds) == users[0].tolist() and len(epoch) == -(-len(seeds) // 7)
     assert inline[0] != inline[1]
     want = pairs[0].positive_labels[BUYS.as_tuple()].shape[1]
-    assert [sum(len(b[4][0]) for b in epoch) for epoch in inline[2:]] == [want, want]
+    assert [sum(len(b[6][0]) for b in epoch) for epoch in inline[2:]] == [want, want]
+    assert any(b[5] for b in inline[0])  # features compared too
     with pytest.raises(UsageError, match="num_workers must be >= 0"):
         LoaderOptions("nbr", num_workers=-1)
     with pytest.raises(UsageError, match="graph-store loaders need >= 1 sampling worker"):
