@@ -167,7 +167,7 @@ def sampling_plan(graph_path: str, num_neighbors: Sequence[int] | dict, input_no
                   drop_last: bool = False, positive_pairs: Any = None,
                   rows_per_block: int = 1) -> _Plan:
     """The checked plan of :class:`GraphSamplingDatasource`'s arguments (opens the files; a
-    UsageError names a bad one). :func:`read_batches` samples it."""
+    UsageError names a bad one). :func:`sample_batches` samples it in this process."""
     from graphstore.replicated.graph_file import FeatureFile, GraphFile
 
     graph_path = os.path.abspath(os.fspath(graph_path))

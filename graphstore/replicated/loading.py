@@ -153,24 +153,23 @@ class RayDataIteration:
         import ray
 
         from graphstore.replicated import GraphSamplingDatasource
+        from graphstore.replicated.arrow_batch import collate_to_pyg
 
         source = GraphSamplingDatasource(
             ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options)
-        data = ray.data.read_datasource(source, override_num_blocks=max(1, self.read_tasks),
+        data = ray.data.read_datasource(source, override_num_blocks=self.read_tasks,
                                         ray_remote_args=read_task_options(ds.ray_remote_args))
-        self._batches = iter(data.iter_batches(batch_size=1, batch_format="pyarrow",
-                                               prefetch_batches=self.prefetch_batches))
+        self._batches = map(collate_to_pyg, data.iter_batches(
+            batch_size=1, batch_format="pyarrow", prefetch_batches=self.prefetch_batches))
 
     def next(self) -> Any:
-        """The next batch of the current epoch (PyG ``Data`` / ``HeteroData``, tensors viewing
-        Arrow buffers: read-only); ``StopIteration`` at its end or before any epoch."""
-        from graphstore.replicated.arrow_batch import collate_to_pyg
-
+        """The next batch of the current epoch (PyG ``Data`` / ``HeteroData``; never modify its
+        tensors in place: with read tasks they view Arrow buffers); ``StopIteration`` at its end
+        or before any epoch."""
         if self._batches is None:
             raise StopIteration
         try:
-            batch = next(self._batches)
-            return batch if self.read_tasks == 0 else collate_to_pyg(batch)
+            return next(self._batches)
         except StopIteration:
             self._batches = None
             raise
