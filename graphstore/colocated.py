@@ -29,6 +29,7 @@ from graphstore.dataset_metadata import EdgeTypeLike
 from graphstore.errors import UsageError
 from graphstore.glt_adapter import init_dist_loader
 from graphstore.graph_dataset import DatasetBase, LoaderOptions
+from graphstore.ports import PortHold
 from graphstore.splitter import Split
 from graphstore.storage import protocol as P
 from graphstore.storage.dataset import StorageState, build_storage_dataset
@@ -72,7 +73,8 @@ class DistDataset(DatasetBase):
                                f"not {partition}")
         proc = compute.current() if isinstance(request, P.FreePortsRequest) else None
         host = "127.0.0.1" if proc is None or proc.info.is_local else ""
-        service = StorageService(self.state, self.glt.node_pb, host)
+        service = StorageService(self.state, self.glt.node_pb, host,
+                                 proc.port_hold if proc is not None else PortHold())  # unused
         return P.check_reply(request, service.answer(request))
 
     def _default_share(self) -> tuple[int, int]:

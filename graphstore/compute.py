@@ -31,12 +31,13 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from graphstore import devices, glt_adapter
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, wait_ready
 from graphstore.heartbeat import Heartbeat
+from graphstore.ports import PortHold
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class _ComputeProcess:
     heartbeat: Heartbeat | None
     device: devices.ComputeDevice
     loaders_created: int = 0  # colocated loaders agree on ports by creation order
+    port_hold: PortHold = field(default_factory=PortHold)  # the loader ports rank 0 handed out
 
 
 _CURRENT: _ComputeProcess | None = None  # one per process; GLT's client context is global too
@@ -149,13 +151,11 @@ def shared_port(proc: _ComputeProcess) -> int:
     Rank 0 picks a free port on the compute leader and publishes it in the compute group's store
     under the loader's creation index; ranks create loaders in the same order, so indices match.
     """
-    from graphstore.ports import free_ports
-
     key = f"graphstore/loader_port/{proc.loaders_created}"
     proc.loaders_created += 1
     store = glt_adapter.default_store()
     if proc.rank == 0:
-        store.set(key, str(free_ports(1, "127.0.0.1" if proc.info.is_local else "")[0]))
+        store.set(key, str(proc.port_hold.ports(1, "127.0.0.1" if proc.info.is_local else "")[0]))
     return int(store.get(key).decode())
 
 

@@ -24,6 +24,7 @@ and their workers ``_worker(local_rank, cluster_info, *args)`` open their datase
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from graphstore.dataset_source import DatasetSource, dataset_source
@@ -49,8 +50,10 @@ class GltMachine:
 
     def __init__(self, ctx: Any, topology: Any) -> None:
         from graphstore.graph_store_info import agree_on_cluster
+        from graphstore.ports import PortHold
 
-        self.info = agree_on_cluster(ctx, topology)
+        self.session_ports = PortHold(hold_s=math.inf)  # bound by the sessions' compute groups
+        self.info = agree_on_cluster(ctx, topology, self.session_ports)
         self.source = dataset_source(self.info, ctx.shards_uri, ctx.storage.storage_args)
 
     def run(self, fn: Callable[..., None], args: Sequence[Any], *, session: int = 0) -> None:
@@ -60,7 +63,8 @@ class GltMachine:
                       first_rank=info.compute_rank(0))
 
     def close(self) -> None:
-        """Nothing outlives ``run`` here (spawn_workers joins its processes)."""
+        """Release the session ports (spawn_workers joined the processes that bound them)."""
+        self.session_ports.close()
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ from graphstore import glt_adapter, uris
 from graphstore.config import RuntimeConfig
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.ports import free_ports
+from graphstore.ports import PortHold, free_ports
 from graphstore.stage import StageContext
 
 
@@ -103,8 +103,11 @@ def bind_host(topology: ClusterTopology) -> str:
     return "127.0.0.1" if topology.is_local else ""
 
 
-def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float) -> dict:
+def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float,
+              port_hold: PortHold | None) -> dict:
     """Leaders publish ports and a job id in the group's key-value store; everyone reads them.
+    A leader's ports stay reserved in ``port_hold`` (graphstore.ports) until their session binds
+    them, minutes later for a late session.
 
     The store, not a gloo collective: destroying a gloo group right after an object collective
     deadlocked here in torch 2.3 (~ProcessGroupGloo joins a worker thread that waits for the GIL
@@ -114,16 +117,17 @@ def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float) -> dic
 
     store = glt_adapter.default_store()
     store.set_timeout(datetime.timedelta(seconds=timeout_s))
+    pick = port_hold.ports if port_hold is not None else free_ports
     if topology.role == "storage" and topology.machine_index == 0:
         store.set("graphstore/storage_rpc_ports",
-                  ",".join(map(str, free_ports(sessions, bind_host(topology)))))
+                  ",".join(map(str, pick(sessions, bind_host(topology)))))
     if topology.num_storage_machines == 0 and topology.role == "compute" and topology.machine_index == 0:
         # colocated: the GLT worker group's RPC master lives on the compute leader
         store.set("graphstore/storage_rpc_ports",
-                  ",".join(map(str, free_ports(sessions, bind_host(topology)))))
+                  ",".join(map(str, pick(sessions, bind_host(topology)))))
     if topology.role == "compute" and topology.machine_index == 0:
         store.set("graphstore/compute_pg_ports",
-                  ",".join(map(str, free_ports(sessions, bind_host(topology)))))
+                  ",".join(map(str, pick(sessions, bind_host(topology)))))
         store.set("graphstore/job_id", time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
     merged = {
         "storage_rpc_ports": tuple(int(p) for p in store.get("graphstore/storage_rpc_ports").decode().split(",")),
@@ -142,8 +146,13 @@ def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float) -> dic
 
 
 def get_graph_store_info(ctx: StageContext | None = None,
-                         topology: ClusterTopology | None = None) -> GraphStoreInfo:
-    """Collective over the initialised global process group (all C + S machines)."""
+                         topology: ClusterTopology | None = None, *,
+                         port_hold: PortHold | None = None) -> GraphStoreInfo:
+    """Collective over the initialised global process group (all C + S machines).
+
+    ``port_hold``: keeps the session ports this machine picks (as the storage or compute leader)
+    reserved until they are bound; it must outlive the sessions (graphstore.ports). None: the
+    ports are only checked free when picked."""
     import torch.distributed as dist
 
     if not dist.is_initialized():
@@ -162,7 +171,7 @@ def get_graph_store_info(ctx: StageContext | None = None,
             f"machines for stage {ctx.stage}, the cluster has {topology.num_storage_machines} x "
             f"{topology.num_compute_machines}")
     sessions = ctx.storage.storage_args.num_server_sessions
-    merged = _exchange(topology, sessions, ctx.task.runtime.cluster_init_timeout_s)
+    merged = _exchange(topology, sessions, ctx.task.runtime.cluster_init_timeout_s, port_hold)
     return GraphStoreInfo(
         num_storage_nodes=topology.num_storage_machines,
         num_compute_nodes=topology.num_compute_machines,
@@ -175,9 +184,11 @@ def get_graph_store_info(ctx: StageContext | None = None,
         machine_index=topology.machine_index, gpus_per_compute_machine=res.gpus_per_compute_machine)
 
 
-def agree_on_cluster(ctx: StageContext, topology: ClusterTopology) -> GraphStoreInfo:
+def agree_on_cluster(ctx: StageContext, topology: ClusterTopology,
+                     port_hold: PortHold) -> GraphStoreInfo:
     """The seed-000 sequence in one call: temporary global gloo group (explicit address, rank and
-    ``clusterInitTimeoutS``), ``get_graph_store_info``, destroy the group."""
+    ``clusterInitTimeoutS``), ``get_graph_store_info``, destroy the group. ``port_hold``: see
+    :func:`get_graph_store_info`; the caller keeps it for the stage."""
     import torch.distributed as dist
 
     dist.init_process_group(
@@ -185,7 +196,7 @@ def agree_on_cluster(ctx: StageContext, topology: ClusterTopology) -> GraphStore
         rank=topology.rank, world_size=topology.world_size,
         timeout=datetime.timedelta(seconds=ctx.task.runtime.cluster_init_timeout_s))
     try:
-        return get_graph_store_info(ctx, topology)
+        return get_graph_store_info(ctx, topology, port_hold=port_hold)
     finally:
         dist.destroy_process_group()
 

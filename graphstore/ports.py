@@ -10,21 +10,39 @@ its owner binds it; GLT's sampling worker then dies before its start barrier and
 on that barrier forever (seen in CI as a 120 s RPC timeout while creating a loader).
 
 So ports are drawn at random from the span just below the ephemeral range
-(``/proc/sys/net/ipv4/ip_local_port_range``), which the kernel never hands out by itself, and
-each is checked by binding it. This module imports nothing heavy: ``pipeline/`` uses it too.
+(``/proc/sys/net/ipv4/ip_local_port_range``), which the kernel never hands out by itself (or,
+where that span is too small, the span above it), and each is checked by binding it on every
+interface: torch's ``TCPStore`` (GLT's RPC masters, gloo groups) listens on ``[::]`` / ``0.0.0.0``
+whatever address it was given, so a port free on 127.0.0.1 only is not free for it (CI once lost a
+loader this way: the sampling workers' store failed to bind ``[::]`` and ``0.0.0.0`` on a port
+picked seconds before, and the compute process's loader creation timed out after 60 s).
+
+A picked port can still be taken between the pick and its use by another process picking from the
+same span. :class:`PortHold` closes that window: it keeps each port it hands out bound (with
+``SO_REUSEADDR``, never listening) for ``hold_s``. Every plain bind (another pick, a kernel
+bind-to-port-0) is refused while it holds, and ``TCPStore``, which binds with ``SO_REUSEADDR``,
+still binds it (tests/unit/test_ports.py). Hold ports only for users that bind with
+``SO_REUSEADDR`` (torch's stores), which is every port the storage servers and colocated loaders
+hand out. This module imports nothing heavy: ``pipeline/`` uses it too.
 """
 
 from __future__ import annotations
 
+import errno
 import random
 import socket
+import time
 
 from graphstore.errors import RuntimeFailure
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 DEFAULT_EPHEMERAL_START = 32768  # Linux's default; used where the file cannot be read
+DEFAULT_EPHEMERAL_END = 60999
 SPAN = 12000  # how many ports below the ephemeral range are drawn from
 MAX_ATTEMPTS = 2000
+DEFAULT_HOLD_S = 600.0
+"""How long :class:`PortHold` keeps a port it handed out: longer than any loader's creation
+(the RPC timeout bounds it) and short enough that a process creating loaders all day holds few."""
 
 
 def ephemeral_start() -> int:
@@ -36,32 +54,119 @@ def ephemeral_start() -> int:
         return DEFAULT_EPHEMERAL_START
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that are free on ``host`` now and outside the ephemeral range.
-
-    ``host`` is the address the port will be bound on ("" = all interfaces). The ports are held
-    together while picking (so they are distinct) and released on return. Falls back to kernel
-    picks (bind to port 0) when the span below the ephemeral range is under 1000 ports.
-    """
+def _span() -> tuple[int, int]:
+    """``[low, high)``: where ports are drawn from (module docs); ``(0, 0)``: nowhere, let the
+    kernel pick."""
     high = ephemeral_start()
-    low = max(1024, high - SPAN)
+    if high - max(1024, high - SPAN) >= 1000:
+        return max(1024, high - SPAN), high
+    end = ephemeral_end()
+    if 65536 - (end + 1) >= 1000:
+        return end + 1, min(65536, end + 1 + SPAN)
+    return 0, 0
+
+
+def ephemeral_end() -> int:
+    """Last port of the kernel's ephemeral range."""
+    try:
+        with open(EPHEMERAL_RANGE_FILE) as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_EPHEMERAL_END
+
+
+def _bind_everywhere(port: int) -> socket.socket | None:
+    """A socket bound to ``port`` on every interface (IPv6 dual-stack where the kernel has it,
+    else IPv4), without ``SO_REUSEADDR``: None when anything else holds the port on any address."""
+    for family, any_address in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 in this kernel
+            continue
+        try:
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind((any_address, port))
+            return sock
+        except OSError as e:
+            sock.close()
+            if e.errno == errno.EADDRINUSE:
+                return None  # a dual-stack bind conflicts with any user of the port
+    return None
+
+
+def _pick(count: int, host: str) -> list[socket.socket]:
+    """``count`` sockets bound to distinct free ports of the span (module docs), on every
+    interface. ``host`` only names the address in the error."""
+    low, high = _span()
     draw = random.Random()  # seeded from os.urandom: processes picking at once do not collide
     held: list[socket.socket] = []
     try:
         for _ in range(MAX_ATTEMPTS):
             if len(held) == count:
-                break
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((host, draw.randrange(low, high) if high - low >= 1000 else 0))
-            except OSError:
-                sock.close()
-                continue
-            held.append(sock)
-        if len(held) < count:
-            raise RuntimeFailure(f"found only {len(held)} of {count} free TCP ports in "
-                                 f"{low}..{high - 1} on {host or 'all interfaces'}")
-        return [sock.getsockname()[1] for sock in held]
-    finally:
+                return held
+            sock = _bind_everywhere(draw.randrange(low, high) if high else 0)
+            if sock is not None:
+                held.append(sock)
+        if len(held) == count:
+            return held
+        raise RuntimeFailure(f"found only {len(held)} of {count} free TCP ports in "
+                             f"{low}..{high - 1} on {host or 'all interfaces'}")
+    except BaseException:
         for sock in held:
             sock.close()
+        raise
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports free now on every interface and outside the ephemeral range.
+
+    ``host`` is the address the port will be bound on ("" = all interfaces), named in errors;
+    the check binds every interface (module docs). The ports are held together while picking (so
+    they are distinct) and released on return: another process may take one before its user binds
+    it; :class:`PortHold` prevents that. Falls back to kernel picks (bind to port 0) when neither
+    the span below nor the span above the ephemeral range has 1000 ports.
+    """
+    held = _pick(count, host)
+    picked = [sock.getsockname()[1] for sock in held]
+    for sock in held:
+        sock.close()
+    return picked
+
+
+class PortHold:
+    """Free ports that stay reserved for ``hold_s`` after they are handed out (module docs).
+
+    Owned by a long-lived object of the process that answers port requests (a storage server
+    session, a compute process); :meth:`close` (or process exit) releases everything. Not
+    thread-safe: one owner picks at a time.
+    """
+
+    def __init__(self, hold_s: float = DEFAULT_HOLD_S) -> None:
+        self.hold_s = hold_s
+        self._held: list[tuple[float, socket.socket]] = []
+
+    def ports(self, count: int, host: str = "127.0.0.1") -> list[int]:
+        """Like :func:`free_ports`, but each port stays bound here (``SO_REUSEADDR``, not
+        listening) for ``hold_s``: no other process's pick or plain bind can take it, while its
+        user's ``TCPStore`` can. Releases the holds that have expired first."""
+        now = time.monotonic()
+        for deadline, sock in [h for h in self._held if h[0] <= now]:
+            sock.close()
+        self._held = [h for h in self._held if h[0] > now]
+        picked = _pick(count, host)
+        for sock in picked:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._held.append((now + self.hold_s, sock))
+        return [sock.getsockname()[1] for sock in picked]
+
+    @property
+    def held(self) -> list[int]:
+        """The ports held now (expired holds included until the next :meth:`ports`)."""
+        return [sock.getsockname()[1] for _, sock in self._held]
+
+    def close(self) -> None:
+        """Release every hold."""
+        for _, sock in self._held:
+            sock.close()
+        self._held = []

@@ -20,6 +20,7 @@ the compute side imports it.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing as mp
 import time
 from typing import Any
@@ -32,6 +33,7 @@ from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
 from graphstore.graph_store_info import GraphStoreInfo, agree_on_cluster, mark_ready
 from graphstore.heartbeat import Heartbeat
+from graphstore.ports import PortHold
 from graphstore.stage import StageContext
 from graphstore.storage import protocol
 from graphstore.storage.dataset import StorageState, build_storage_dataset
@@ -59,7 +61,7 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
     setup_logging(f"storage{storage_index}/s{session}", log_level)
     glt_adapter.prepare_sampling_server(PRODUCER_JOIN_S)  # before the session's first loader
     protocol.register_service(StorageService(state, dataset.node_pb,
-                                             "127.0.0.1" if info.is_local else ""))
+                                             "127.0.0.1" if info.is_local else "", PortHold()))
     torch.set_num_threads(1)
     mark_ready(info, session, storage_index)
     t0 = time.perf_counter()
@@ -122,10 +124,14 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     """The whole life of one storage machine process (see module docs for the order)."""
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
-    info = agree_on_cluster(ctx, topology)
-    dataset, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
-                                       info.num_storage_nodes, ctx.storage.storage_args)
-    serve_sessions(dataset, state, info, topology.machine_index)
+    session_ports = PortHold(hold_s=math.inf)  # bound by the sessions, one after another
+    try:
+        info = agree_on_cluster(ctx, topology, session_ports)
+        dataset, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
+                                           info.num_storage_nodes, ctx.storage.storage_args)
+        serve_sessions(dataset, state, info, topology.machine_index)
+    finally:
+        session_ports.close()
     log.info("storage %d served %d session(s); exiting", topology.machine_index,
              info.num_server_sessions)
     return 0

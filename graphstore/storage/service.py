@@ -12,7 +12,7 @@ from typing import Mapping
 import torch
 
 from graphstore.errors import UsageError
-from graphstore.ports import free_ports
+from graphstore.ports import PortHold
 from graphstore.storage import protocol as P
 from graphstore.storage import queries
 from graphstore.storage.dataset import StorageState
@@ -23,15 +23,18 @@ class StorageService:
 
     ``node_partition_books``: GLT's ``node_pb`` of the partition's dataset (one tensor for a
     homogeneous graph, ``{node type: tensor}`` otherwise); every partition holds the full books.
-    ``bind_host``: where ports must be free (``127.0.0.1`` in local mode).
+    ``bind_host``: where ports must be free (``127.0.0.1`` in local mode); ``port_hold``: keeps
+    the ports this service hands out reserved until their user (a loader's sampling workers)
+    binds them (graphstore.ports); owned by whoever outlives the requests.
     """
 
     def __init__(self, state: StorageState,
                  node_partition_books: torch.Tensor | Mapping[str, torch.Tensor],
-                 bind_host: str) -> None:
+                 bind_host: str, port_hold: PortHold) -> None:
         self.state = state
         self.books = node_partition_books
         self.bind_host = bind_host
+        self.port_hold = port_hold
 
     def answer(self, request: P.Request) -> P.Reply:
         """The reply to ``request`` (UsageError for a question this partition cannot answer)."""
@@ -39,7 +42,7 @@ class StorageService:
         if isinstance(request, P.MetadataRequest):
             return P.MetadataReply(s.metadata)
         if isinstance(request, P.FreePortsRequest):
-            return P.FreePortsReply(tuple(free_ports(request.num_ports, self.bind_host)))
+            return P.FreePortsReply(tuple(self.port_hold.ports(request.num_ports, self.bind_host)))
         if isinstance(request, P.NodeIdsRequest):
             return P.NodeIdsReply(queries.node_ids(s, request.rank, request.world_size,
                                                    request.node_type, request.split))

@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from graphstore.config import ConfigError, EdgeType, load_config_pair, load_resource_config
+from graphstore.ports import PortHold
 from graphstore.replicated.dataset import GraphFileService, ReplicatedDataset
 from graphstore.sizing import PartitionLoad
 from graphstore.storage import protocol as P
@@ -144,7 +145,7 @@ def _storage_services(built):
     with ShardSet.open(built.shards) as shards:
         for p in range(shards.manifest.num_partitions):
             glt, state = build_storage_dataset(shards, p, built.storage_args, built.direction)
-            out.append(StorageService(state, glt.node_pb, "127.0.0.1"))
+            out.append(StorageService(state, glt.node_pb, "127.0.0.1", PortHold()))
     return out
 
 
