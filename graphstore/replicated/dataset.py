@@ -167,10 +167,10 @@ class ReplicatedDataset(DatasetBase):
         """Drive ``loader`` inline or with Ray Data (graphstore.replicated.loading): ``inputs``
         is the one GLT sampler input of partition 0 (node ids, or (anchor, label) rows and
         columns)."""
-        from graphstore.replicated.loading import RayDataIteration
+        from graphstore.replicated.loading import ReplicatedIteration
 
         (only,) = inputs
-        loader.drive_with(RayDataIteration.from_glt(self, loader, only, config, options))
+        loader.drive_with(ReplicatedIteration.from_glt(self, loader, only, config, options))
 
 
 __all__ = ["GraphFileService", "ReplicatedDataset", "PARTITION"]

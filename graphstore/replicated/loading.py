@@ -3,7 +3,7 @@
 ``DistNeighborLoader`` and ``DistABLPLoader`` (graphstore.loaders) check their arguments and build
 GLT's sampler input and ``SamplingConfig`` as in every mode, then hand them to the dataset
 (``GraphDataset.start_loader``); :class:`~graphstore.replicated.dataset.ReplicatedDataset` drives
-the loader with a :class:`RayDataIteration` instead of GLT. The loader's protocol is GLT's:
+the loader with a :class:`ReplicatedIteration` instead of GLT. The loader's protocol is GLT's:
 ``iter(loader)`` starts an epoch, ``next(loader)`` gives its next batch (``StopIteration`` at its
 end), ``shutdown()`` stops it.
 
@@ -79,9 +79,10 @@ def quiet_ray_data() -> None:
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
-class RayDataIteration:
-    """One loader's epochs over Ray Data (module docs). ``units``: node seeds ``[N]`` (node mode,
-    ``supervision`` None) or (anchor, label) pairs ``[2, P]`` (link mode)."""
+class ReplicatedIteration:
+    """One loader's epochs in replicated mode, sampled inline or by Ray Data read tasks (module
+    docs). ``units``: node seeds ``[N]`` (node mode, ``supervision`` None) or (anchor, label)
+    pairs ``[2, P]`` (link mode)."""
 
     def __init__(self, dataset: Any, *, units: np.ndarray, node_type: str | None,
                  supervision: tuple[str, str, str] | None, num_neighbors: Any, batch_size: int,
@@ -97,7 +98,7 @@ class RayDataIteration:
 
     @classmethod
     def from_glt(cls, dataset: Any, loader: Any, sampler_input: Any, config: Any,
-                 options: Any) -> RayDataIteration:
+                 options: Any) -> ReplicatedIteration:
         """From what the loaders give every mode: GLT's sampler input (``NodeSamplerInput``:
         ``node``, ``input_type``; a labelled ``EdgeSamplerInput``: ``row``, ``col``) and
         ``SamplingConfig``; the supervision type of a link loader is its
@@ -179,4 +180,4 @@ class RayDataIteration:
         self._batches = None
 
 
-__all__ = ["DEFAULT_SAMPLING_PROCESSES", "RayDataIteration", "read_task_options", "quiet_ray_data"]
+__all__ = ["DEFAULT_SAMPLING_PROCESSES", "ReplicatedIteration", "read_task_options", "quiet_ray_data"]
