@@ -156,3 +156,29 @@ def test_other_names_are_not_built():
 
     with pytest.raises(AttributeError, match="no attribute 'DistLoader'"):
         adapter.DistLoader  # noqa: B018
+
+
+def test_glt_samples_with_replacement_above_the_fanout():
+    """GLT 0.2.4's CPU sampler draws a node's neighbours with replacement when its degree exceeds
+    the fan-out; it has no option for it (docs/runtime.md, GLT pitfalls): fan-out 10
+    of 20 in-neighbours gives 10 edges but usually fewer distinct neighbours. This pins the
+    behaviour graph-store mode inherits; it fails once GLT samples without replacement (then
+    update the docs' pitfall row and the benchmark's edges-per-seed note)."""
+    import torch
+    from graphlearn_torch.data import Dataset
+    from graphlearn_torch.sampler import NeighborSampler, NodeSamplerInput
+
+    neighbours = torch.arange(1, 21)
+    dataset = Dataset()  # CSR rows are edge_index[0]: node 0's row holds its 20 neighbours
+    dataset.init_graph(edge_index=torch.stack([torch.zeros(20, dtype=torch.long), neighbours]),
+                       graph_mode="CPU")
+    sampler = NeighborSampler(dataset.graph, [10], device=torch.device("cpu"), with_edge=True)
+    distinct, edges = [], []
+    for _ in range(200):
+        out = sampler.sample_from_nodes(NodeSamplerInput(node=torch.tensor([0])))
+        edges.append(int(out.row.numel()))
+        distinct.append(int(out.node.numel()) - 1)  # the seed is node 0
+    assert set(edges) == {10}
+    # without replacement every draw would have 10 distinct neighbours; with replacement the
+    # expected count is 20 * (1 - (19/20)**10) = 8.0
+    assert sum(distinct) / len(distinct) < 9.0, distinct
