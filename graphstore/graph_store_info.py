@@ -185,10 +185,11 @@ def get_graph_store_info(ctx: StageContext | None = None,
 
 
 def agree_on_cluster(ctx: StageContext, topology: ClusterTopology,
-                     port_hold: PortHold) -> GraphStoreInfo:
+                     port_hold: PortHold | None = None) -> GraphStoreInfo:
     """The seed-000 sequence in one call: temporary global gloo group (explicit address, rank and
     ``clusterInitTimeoutS``), ``get_graph_store_info``, destroy the group. ``port_hold``: see
-    :func:`get_graph_store_info`; the caller keeps it for the stage."""
+    :func:`get_graph_store_info`; the caller keeps it for the stage (the stage's processes
+    do: graphstore.storage.server, graphstore.compute_machine)."""
     import torch.distributed as dist
 
     dist.init_process_group(
