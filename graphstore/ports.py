@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import random
 import socket
+import threading
 import time
 
 from graphstore.errors import RuntimeFailure
@@ -138,35 +139,39 @@ class PortHold:
     """Free ports that stay reserved for ``hold_s`` after they are handed out (module docs).
 
     Owned by a long-lived object of the process that answers port requests (a storage server
-    session, a compute process); :meth:`close` (or process exit) releases everything. Not
-    thread-safe: one owner picks at a time.
+    session, a compute process); :meth:`close` (or process exit) releases everything.
+    Thread-safe: a storage session answers port requests on several RPC threads.
     """
 
     def __init__(self, hold_s: float = DEFAULT_HOLD_S) -> None:
         self.hold_s = hold_s
         self._held: list[tuple[float, socket.socket]] = []
+        self._lock = threading.Lock()
 
     def ports(self, count: int, host: str = "127.0.0.1") -> list[int]:
         """Like :func:`free_ports`, but each port stays bound here (``SO_REUSEADDR``, not
         listening) for ``hold_s``: no other process's pick or plain bind can take it, while its
         user's ``TCPStore`` can. Releases the holds that have expired first."""
-        now = time.monotonic()
-        for deadline, sock in [h for h in self._held if h[0] <= now]:
-            sock.close()
-        self._held = [h for h in self._held if h[0] > now]
-        picked = _pick(count, host)
-        for sock in picked:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._held.append((now + self.hold_s, sock))
-        return [sock.getsockname()[1] for sock in picked]
+        with self._lock:
+            now = time.monotonic()
+            for deadline, sock in [h for h in self._held if h[0] <= now]:
+                sock.close()
+            self._held = [h for h in self._held if h[0] > now]
+            picked = _pick(count, host)
+            for sock in picked:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                self._held.append((now + self.hold_s, sock))
+            return [sock.getsockname()[1] for sock in picked]
 
     @property
     def held(self) -> list[int]:
         """The ports held now (expired holds included until the next :meth:`ports`)."""
-        return [sock.getsockname()[1] for _, sock in self._held]
+        with self._lock:
+            return [sock.getsockname()[1] for _, sock in self._held]
 
     def close(self) -> None:
         """Release every hold."""
-        for _, sock in self._held:
-            sock.close()
-        self._held = []
+        with self._lock:
+            for _, sock in self._held:
+                sock.close()
+            self._held = []
