@@ -46,34 +46,32 @@ DEFAULT_HOLD_S = 600.0
 (the RPC timeout bounds it) and short enough that a process creating loaders all day holds few."""
 
 
-def ephemeral_start() -> int:
-    """First port of the kernel's ephemeral range."""
+def ephemeral_range() -> tuple[int, int]:
+    """First and last port of the kernel's ephemeral range (Linux's defaults where the file cannot
+    be read)."""
     try:
         with open(EPHEMERAL_RANGE_FILE) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return DEFAULT_EPHEMERAL_START
+            first, last = f.read().split()[:2]
+        return int(first), int(last)
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_START, DEFAULT_EPHEMERAL_END
+
+
+def ephemeral_start() -> int:
+    """First port of the kernel's ephemeral range."""
+    return ephemeral_range()[0]
 
 
 def _span() -> tuple[int, int]:
     """``[low, high)``: where ports are drawn from (module docs); ``(0, 0)``: nowhere, let the
     kernel pick."""
-    high = ephemeral_start()
-    if high - max(1024, high - SPAN) >= 1000:
-        return max(1024, high - SPAN), high
-    end = ephemeral_end()
-    if 65536 - (end + 1) >= 1000:
-        return end + 1, min(65536, end + 1 + SPAN)
+    first, last = ephemeral_range()
+    below = max(1024, first - SPAN), first
+    above = last + 1, min(65536, last + 1 + SPAN)
+    for low, high in (below, above):
+        if high - low >= 1000:
+            return low, high
     return 0, 0
-
-
-def ephemeral_end() -> int:
-    """Last port of the kernel's ephemeral range."""
-    try:
-        with open(EPHEMERAL_RANGE_FILE) as f:
-            return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return DEFAULT_EPHEMERAL_END
 
 
 def _bind_everywhere(port: int) -> socket.socket | None:
@@ -103,9 +101,9 @@ def _pick(count: int, host: str) -> list[socket.socket]:
     draw = random.Random()  # seeded from os.urandom: processes picking at once do not collide
     held: list[socket.socket] = []
     try:
-        for _ in range(MAX_ATTEMPTS):
-            if len(held) == count:
-                return held
+        attempts = 0
+        while len(held) < count and attempts < MAX_ATTEMPTS:
+            attempts += 1
             sock = _bind_everywhere(draw.randrange(low, high) if high else 0)
             if sock is not None:
                 held.append(sock)
@@ -154,9 +152,13 @@ class PortHold:
         user's ``TCPStore`` can. Releases the holds that have expired first."""
         with self._lock:
             now = time.monotonic()
-            for deadline, sock in [h for h in self._held if h[0] <= now]:
-                sock.close()
-            self._held = [h for h in self._held if h[0] > now]
+            kept = []
+            for deadline, sock in self._held:
+                if deadline > now:
+                    kept.append((deadline, sock))
+                else:
+                    sock.close()
+            self._held = kept
             picked = _pick(count, host)
             for sock in picked:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -16,20 +16,27 @@ def test_ports_are_distinct_bindable_and_below_the_ephemeral_range():
             s.bind(("127.0.0.1", p))
 
 
+def _occupy_most_of_the_span(family: int, address: str) -> list[socket.socket]:
+    """Sockets bound on ``address`` to every port it can of the 1000 below the ephemeral range
+    but the last 20 (the caller squeezes ``ports.SPAN`` to 1000); the caller closes them."""
+    start = ports.ephemeral_start()
+    held = []
+    for p in range(start - 1000, start - 20):
+        s = socket.socket(family)
+        try:
+            s.bind((address, p))
+        except OSError:
+            s.close()
+            continue
+        held.append(s)
+    return held
+
+
 def test_a_port_in_use_is_never_picked(monkeypatch, tmp_path):
     # squeeze the span to 1000 ports and hold most of them: the rest must be the picks
-    start = ports.ephemeral_start()
     monkeypatch.setattr(ports, "SPAN", 1000)
-    held = []
+    held = _occupy_most_of_the_span(socket.AF_INET, "127.0.0.1")
     try:
-        for p in range(start - 1000, start - 20):
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                s.close()
-                continue
-            held.append(s)
         taken = {s.getsockname()[1] for s in held}
         picked = ports.free_ports(3, "127.0.0.1")
         assert not taken & set(picked)
@@ -62,18 +69,9 @@ def _plain_bind_refused(family: int, address: str, port: int) -> bool:
 def test_a_port_taken_on_any_address_is_never_picked(monkeypatch):
     # TCPStore listens on [::] (else 0.0.0.0) whatever address it is given: a port some process
     # holds on another address (here IPv6 loopback) is not free even though 127.0.0.1 would bind
-    start = ports.ephemeral_start()
     monkeypatch.setattr(ports, "SPAN", 1000)
-    held = []
+    held = _occupy_most_of_the_span(socket.AF_INET6, "::1")
     try:
-        for p in range(start - 1000, start - 20):
-            s = socket.socket(socket.AF_INET6)
-            try:
-                s.bind(("::1", p))
-            except OSError:
-                s.close()
-                continue
-            held.append(s)
         taken = {s.getsockname()[1] for s in held}
         for _ in range(5):
             assert not taken & set(ports.free_ports(3, "127.0.0.1"))
