@@ -10,7 +10,7 @@ the same graph for every mode (one shard set; the replicated graph file is writt
                                 ReplicatedDataset) sampling the memory-mapped graph file inline
                                 (num_workers=0)
   replicated_w1_read1           the same, 1 Ray worker whose loader samples in 1 Ray Data read
-                                task (num_workers=1, the loader's default)
+                                task (num_workers=1; the loader's default, 0, samples inline)
   graph_store                   2 storage processes + 1 compute process through the local
                                 launcher (DistNeighborLoader over RemoteDistDataset), the
                                 loader's default settings
