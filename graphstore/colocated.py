@@ -73,7 +73,7 @@ class DistDataset(DatasetBase):
                                f"not {partition}")
         proc = compute.current() if isinstance(request, P.FreePortsRequest) else None
         host = "127.0.0.1" if proc is None or proc.info.is_local else ""
-        service = StorageService(self.state, self.glt.node_pb, host,
+        service = StorageService(self.state, host,
                                  proc.port_hold if proc is not None else PortHold())  # unused
         return P.check_reply(request, service.answer(request))
 

@@ -22,6 +22,9 @@ Invariants (checked when a metadata value is built):
 - ``edge_counts_per_partition`` has a count per partition for every edge type (message-passing
   types, the reverse types the partitioner added included), in partition order: edge ids are
   contiguous per partition, partition 0 first (graphstore.shards.format);
+- ``node_counts_per_partition`` likewise for every node type (default: the shard format's
+  numbering of ``node_counts``): partition ``p`` owns one range of dense ids, so every partition
+  book is ``P + 1`` bounds (:meth:`DatasetMetadata.node_bounds`), never an array of ``N``;
 - mappings are read-only; the value pickles (it crosses RPC).
 """
 
@@ -89,9 +92,18 @@ class DatasetMetadata:
     node_feature_dims: Mapping[str, int]
     has_splits: bool = False
     hard_negative_edge_types: Mapping[EdgeType, EdgeType] = field(default_factory=dict)
+    node_counts_per_partition: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        if not self.node_counts_per_partition and self.num_partitions >= 1:
+            from graphstore.shards.format import NodeRanges
+
+            set_(self, "node_counts_per_partition", {
+                nt: NodeRanges(n, self.num_partitions).counts for nt, n in self.node_counts.items()
+                if n >= 0})
+        set_(self, "node_counts_per_partition", _frozen(
+            {nt: tuple(c) for nt, c in self.node_counts_per_partition.items()}))
         for name in ("node_counts", "node_feature_dims", "hard_negative_edge_types"):
             set_(self, name, _frozen(getattr(self, name)))
         for name in ("node_types", "edge_types", "supervision_edge_types"):
@@ -115,6 +127,12 @@ class DatasetMetadata:
             m = getattr(self, name)
             if set(m) != nodes or any(v < 0 for v in m.values()):
                 out.append(f"{name} must hold a value >= 0 for exactly {sorted(nodes)}, got {dict(m)}")
+        for nt, n in self.node_counts.items():
+            counts = self.node_counts_per_partition.get(nt)
+            if counts is None or len(counts) != self.num_partitions or sum(counts) != n \
+                    or any(c < 0 for c in counts):
+                out.append(f"node_counts_per_partition[{nt}] must hold {self.num_partitions} "
+                           f"counts >= 0 adding up to {n}, got {counts}")
         if len(set(self.edge_types)) != len(self.edge_types):
             out.append("edge_types must be distinct")
         for et in self.edge_types:
@@ -140,7 +158,7 @@ class DatasetMetadata:
         """Pickle as plain dicts (read-only mapping proxies do not pickle)."""
         plain = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("node_counts", "edge_counts_per_partition", "node_feature_dims",
-                     "hard_negative_edge_types"):
+                     "hard_negative_edge_types", "node_counts_per_partition"):
             plain[name] = dict(plain[name])
         return (_rebuild, (plain,))
 
@@ -160,6 +178,8 @@ class DatasetMetadata:
             supervision_edge_types=tuple(et for key, et in parsed.items()
                                          if manifest.edge_types[key].is_supervision),
             node_counts={nt: i.count for nt, i in manifest.node_types.items()},
+            node_counts_per_partition={nt: tuple(i.counts_per_partition)
+                                       for nt, i in manifest.node_types.items()},
             edge_counts_per_partition={et: tuple(manifest.edge_types[key].counts_per_partition)
                                        for key, et in parsed.items()},
             node_feature_dims={nt: i.feature_dim for nt, i in manifest.node_types.items()},
@@ -197,11 +217,23 @@ class DatasetMetadata:
         """Always None: storage serves no edge features (GiGL's answer without edge features)."""
         return None
 
-    def edge_partition_book(self, edge_type: EdgeType) -> torch.Tensor:
-        """``[E]`` int64: the partition of each edge id of ``edge_type`` (ids are contiguous per
-        partition, partition 0 first)."""
-        counts = torch.tensor(self.edge_counts_per_partition[edge_type], dtype=torch.long)
-        return torch.repeat_interleave(torch.arange(self.num_partitions, dtype=torch.long), counts)
+    def node_bounds(self, node_type: str) -> tuple[int, ...]:
+        """``P + 1`` numbers: partition ``p`` owns dense ids ``[b[p], b[p + 1])`` of the type."""
+        return _running_sum(self.node_counts_per_partition[node_type])
+
+    def node_partition_book(self, node_type: str) -> Any:
+        """GLT's ``RangePartitionBook`` of ``node_type`` (``book[ids]``: each id's partition;
+        GiGL's ``fetch_node_partition_book`` answer for range-partitioned graphs)."""
+        from graphstore.glt_adapter import range_partition_book
+
+        return range_partition_book(self.node_bounds(node_type))
+
+    def edge_partition_book(self, edge_type: EdgeType) -> Any:
+        """GLT's ``RangePartitionBook`` of ``edge_type``'s edge ids (contiguous per partition,
+        partition 0 first)."""
+        from graphstore.glt_adapter import range_partition_book
+
+        return range_partition_book(_running_sum(self.edge_counts_per_partition[edge_type]))
 
     # -- argument resolution (UsageError naming the choices) ------------------------------------
     def node_type(self, value: str | None) -> str:
@@ -236,6 +268,13 @@ class DatasetMetadata:
         if et not in choices:
             raise UsageError(f"{et} is not {what} of this graph (one of {names})")
         return et
+
+
+def _running_sum(counts: tuple[int, ...]) -> tuple[int, ...]:
+    out = [0]
+    for c in counts:
+        out.append(out[-1] + c)
+    return tuple(out)
 
 
 def _rebuild(plain: dict[str, Any]) -> DatasetMetadata:

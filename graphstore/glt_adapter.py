@@ -13,6 +13,8 @@ what we reach into                     where it is applied
 ``MP_STATUS_CHECK_INTERVAL``           process, before its first loader (graphstore.storage.server)
 ``DistServer._exit``                   :func:`server_session_finished` (the storage heartbeat)
 ``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
+``RangePartitionBook`` fields          :func:`range_partition_book` (every node and edge
+                                       partition book: storage datasets, ``fetch_*_partition_book``)
 ``EdgeSamplerInput.to`` /              :class:`LabeledEdgeInput` (the ABLP loader's inputs)
 ``share_memory``
 the producers' ``len(input)`` /        :class:`HardNegativeEdgeInput` (ABLP inputs that draw hard
@@ -133,6 +135,31 @@ def set_no_node_labels(dataset: Any) -> None:
     import torch
 
     dataset.node_labels = {"__no_node_labels__": torch.empty(0, dtype=torch.long)}
+
+
+def range_partition_book(bounds: "tuple[int, ...]", partition: int = 0) -> Any:
+    """GLT's ``RangePartitionBook`` for ``P + 1`` ``bounds`` (partition ``p`` owns
+    ``[bounds[p], bounds[p + 1])``), ``partition`` the one whose ids its ``id2index`` offsets
+    (meaningful on storage only). ``book[ids]`` is the partition of each id.
+
+    GLT 0.2.4's constructor refuses an empty range (``start < end`` for every partition), which a
+    node type with fewer nodes than partitions has; its lookup (``searchsorted`` over the range
+    ends, ``right=True``) handles one correctly, so the fields are set directly.
+    """
+    check_glt_version()
+    import torch
+    from graphlearn_torch.partition import RangePartitionBook
+    from graphlearn_torch.partition.partition_book import OffsetId2Index
+
+    if len(bounds) < 2 or bounds[0] != 0 or any(b > c for b, c in zip(bounds, bounds[1:])):
+        raise ValueError(f"range bounds must start at 0 and not decrease, got {bounds}")
+    if not 0 <= partition < len(bounds) - 1:
+        raise ValueError(f"partition {partition} not in [0, {len(bounds) - 1})")
+    book = RangePartitionBook.__new__(RangePartitionBook)
+    book.partition_bounds = torch.tensor(bounds[1:], dtype=torch.long)
+    book.partition_idx = partition
+    book._id2index = OffsetId2Index(bounds[partition])
+    return book
 
 
 # -- compute: loaders ------------------------------------------------------------------------------

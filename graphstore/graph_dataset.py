@@ -80,9 +80,9 @@ class GraphDataset(Protocol):
 
     def fetch_edge_feature_info(self) -> FeatureInfo | dict[EdgeTypeTuple, FeatureInfo] | None: ...
 
-    def fetch_node_partition_book(self, node_type: str | None = None) -> torch.Tensor: ...
+    def fetch_node_partition_book(self, node_type: str | None = None) -> Any: ...
 
-    def fetch_edge_partition_book(self, edge_type: EdgeTypeLike | None = None) -> torch.Tensor: ...
+    def fetch_edge_partition_book(self, edge_type: EdgeTypeLike | None = None) -> Any: ...
 
     def fetch_free_ports_on_storage_cluster(self, num_ports: int) -> list[int]: ...
 
@@ -172,15 +172,17 @@ class DatasetBase(abc.ABC):
         """None: the storage serves no edge features."""
         return self.metadata.edge_feature_info
 
-    def fetch_node_partition_book(self, node_type: str | None = None) -> torch.Tensor:
-        """``[N]`` int64, the partition of every node id of ``node_type`` (None: the only node
-        type of a homogeneous graph; required in a heterogeneous one)."""
-        nt = self.metadata.node_type(node_type)
-        return self._ask(self.input_partitions[0], P.NodePartitionBookRequest(nt)).book
+    def fetch_node_partition_book(self, node_type: str | None = None) -> Any:
+        """The partition book of ``node_type`` (None: the only node type of a homogeneous graph;
+        required in a heterogeneous one): GLT's ``RangePartitionBook``, ``book[ids]`` the
+        partition of each id. Each partition owns one range of ids, so the book is ``P + 1``
+        bounds from the metadata; no request reaches storage."""
+        meta = self.metadata
+        return meta.node_partition_book(meta.node_type(node_type))
 
-    def fetch_edge_partition_book(self, edge_type: EdgeTypeLike | None = None) -> torch.Tensor:
-        """``[E]`` int64, the partition of every edge id of ``edge_type`` (None: the only edge
-        type of a homogeneous graph; required in a heterogeneous one)."""
+    def fetch_edge_partition_book(self, edge_type: EdgeTypeLike | None = None) -> Any:
+        """The partition book of ``edge_type``'s edge ids (None: the only edge type of a
+        homogeneous graph; required in a heterogeneous one), as for nodes."""
         meta = self.metadata
         return meta.edge_partition_book(meta.edge_type(edge_type))
 

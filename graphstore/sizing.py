@@ -94,18 +94,14 @@ class PartitionLoad:
     nodes_total: int  # nodes of every type in the whole graph
     nodes_owned: int  # nodes this partition owns
     feature_values: int  # float32 feature values it holds (owned nodes x dim, edges x edge dim)
-    shard_bytes: int  # bytes of the shard files it downloads (its part_<p>/, books, manifest)
+    shard_bytes: int  # bytes of the shard files it downloads (its part_<p>/, the manifest)
     exact: bool
 
 
 def loads_from_manifest(manifest: Manifest, manifest_bytes: int = 0) -> list[PartitionLoad]:
     """One exact :class:`PartitionLoad` per partition of a shard set, from its manifest."""
-    from graphstore.shards.format import partition_book_path
-
     parts = manifest.num_partitions
     nodes_total = sum(info.count for info in manifest.node_types.values())
-    books = sum(manifest.files[partition_book_path(nt)].bytes for nt in manifest.node_types
-                if partition_book_path(nt) in manifest.files)
     out = []
     for p in range(parts):
         edges = feats = labels = 0
@@ -121,7 +117,7 @@ def loads_from_manifest(manifest: Manifest, manifest_bytes: int = 0) -> list[Par
         files = sum(e.bytes for rel, e in manifest.files.items() if rel.startswith(prefix))
         out.append(PartitionLoad(partition=p, edges=edges, labels=labels, nodes_total=nodes_total,
                                  nodes_owned=owned, feature_values=feats,
-                                 shard_bytes=files + books + manifest_bytes, exact=True))
+                                 shard_bytes=files + manifest_bytes, exact=True))
     return out
 
 
@@ -170,13 +166,12 @@ def loads_from_tables(task: TaskConfig, num_partitions: int,
     nodes_total = sum(nodes.values())
     feats += sum(nodes[nt] * node_dim.get(nt, 0) for nt in nodes)
     shard += sum(nodes[nt] * (8 + 4 * node_dim.get(nt, 0)) for nt in nodes)
-    books = 4 * nodes_total
     p = num_partitions
     return [PartitionLoad(partition=i, edges=math.ceil(edges / p), labels=math.ceil(labels / p),
                           nodes_total=nodes_total,
                           nodes_owned=math.ceil(nodes_total / p),
                           feature_values=math.ceil(feats / p),
-                          shard_bytes=math.ceil(PARQUET_OVERHEAD * shard / p) + books, exact=False)
+                          shard_bytes=math.ceil(PARQUET_OVERHEAD * shard / p), exact=False)
             for i in range(p)]
 
 

@@ -16,20 +16,30 @@
 #                                 docker://REGION-docker.pkg.dev/PROJECT/REPO/graphstore:TAG
 #                                 --token-stdin`; the token is kept only in a temporary auth file)
 #                                 or oci-archive:FILE (a file docker/skopeo can load)
-#   scripts/image.sh clean        remove build/buildah and build/image (what this script created)
+#   scripts/image.sh clean        remove build/image and the cache $CACHE (what this script created)
 #   scripts/image.sh sources-hash the hash of the files the image is made from (image.json keeps it)
 #
-# Where things live (all git-ignored): build/image/ (the inputs and image.json, the record of the
-# last good build), build/buildah/ (buildah's --root/--runroot storage, the mmdebstrap rootfs of the
-# base, containers.conf, libmount's utab). CONTAINERS_CONF and LIBMOUNT_UTAB point there, so nothing
-# is written under /run (buildah still keeps a blob-info cache in /var/lib/containers/cache).
+# Where things live:
+#   build/image/ (git-ignored, per clone): the build context's inputs (the wheelhouse, hard-linked
+#     from the cache; this package's wheel) and image.json, the record of the last good build;
+#   $CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/graphstore-pipeline, outside the clone, shared
+#     by every clone of this machine): buildah/ (buildah's --root/--runroot storage with its layer
+#     cache, the mmdebstrap rootfs of the base, containers.conf, libmount's utab) and
+#     wheelhouse-<lock hash>/ (the wheels of one set of lock files). A fresh clone on a machine
+#     that built the image before reuses the base, the stack's layer and the wheelhouse, so only
+#     this package's two small layers are built (a lock-file change rebuilds the stack and
+#     downloads a new wheelhouse; a new machine builds everything).
+# CONTAINERS_CONF and LIBMOUNT_UTAB point into $CACHE/buildah, so nothing is written under /run
+# (buildah still keeps a blob-info cache in /var/lib/containers/cache). The image is run by the
+# id its record names, so clones that share the storage never run each other's build.
 # The base: a Debian bookworm rootfs (python3, python3-venv, ca-certificates from Debian) made by
 # mmdebstrap from the mirror apt on this machine uses (MIRROR overrides it), imported with
 # `buildah from scratch`. Build and run use chroot isolation (crun/podman `run` fails here on
 # cgroups). buildah and mmdebstrap are installed with apt-get when missing (needs root).
 #
 # env: IMAGE (default localhost/graphstore-pipeline:dev), PYTHON (default .venv/bin/python; a
-#      Python 3.11 with pip, setuptools and wheel), MIRROR, STORAGE_DRIVER (default overlay)
+#      Python 3.11 with pip, setuptools and wheel), MIRROR, STORAGE_DRIVER (default overlay),
+#      GRAPHSTORE_CACHE (the cache folder, default above)
 # exit: 0 ok, 2 usage or a missing prerequisite (named), 1 a failed step
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +48,8 @@ IMAGE=${IMAGE:-localhost/graphstore-pipeline:dev}
 BASE_IMAGE=localhost/graphstore-base:bookworm
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=$REPO/build/image
-STATE=$REPO/build/buildah
+CACHE=${GRAPHSTORE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/graphstore-pipeline}
+STATE=$CACHE/buildah
 RECORD=$OUT/image.json
 
 die() { echo "image: $2" >&2; exit "$1"; }
@@ -64,35 +75,50 @@ lock_hash() {
 }
 
 wheelhouse() {
-  local want have tmp t0
+  # the cache holds one wheelhouse per lock hash; the build context gets hard links to it
+  local want have tmp t0 cached
   want=$(lock_hash)
+  cached=$CACHE/wheelhouse-$want
   have=$(cat "$OUT/wheelhouse/.stamp" 2>/dev/null || true)
   if [ "$want" = "$have" ]; then
     echo "image: wheelhouse up to date ($(ls "$OUT/wheelhouse" | grep -c '\.whl$') wheels)"
     return
   fi
-  t0=$(now)
-  echo "image: wheelhouse: every wheel of requirements/base.txt, locked by constraints.txt (~3 GB)"
+  if [ ! -f "$cached/.stamp" ]; then
+    t0=$(now)
+    echo "image: wheelhouse: every wheel of requirements/base.txt, locked by constraints.txt (~3 GB)"
+    mkdir -p "$CACHE"
+    tmp=$(mktemp -d "$CACHE/.wheelhouse-XXXXXX")
+    local reuse=()
+    local older
+    for older in "$CACHE"/wheelhouse-*/; do [ -d "$older" ] && reuse+=(--find-links "$older"); done
+    # pip wheel downloads the wheels PyPI has and builds the rest (pure-Python sdists such as kfp)
+    "$PYTHON" -m pip wheel -q --disable-pip-version-check -w "$tmp" "${reuse[@]}" --find-links wheels \
+        --only-binary torch-scatter,torch-sparse -r requirements/base.txt -c requirements/constraints.txt \
+        2>&1 | grep -v "^WARNING: Location" || true
+    [ "${PIPESTATUS[0]}" = 0 ] || { rm -rf "$tmp"; die 1 "pip wheel failed (output above)"; }
+    # a wheel compiled here would only fit machines like this one: only wheels/ may hold such
+    local bad=()
+    for whl in "$tmp"/*-linux_x86_64.whl; do
+      [ -e "$whl" ] || continue
+      [ -e "wheels/$(basename "$whl")" ] || bad+=("$(basename "$whl")")
+    done
+    [ ${#bad[@]} = 0 ] || { rm -rf "$tmp"; die 1 "these wheels were compiled on this machine (an sdist with C code?): ${bad[*]}; add prebuilt wheels to wheels/"; }
+    echo "$want" > "$tmp/.stamp"
+    rm -rf "$cached"
+    mv "$tmp" "$cached"
+    # wheelhouses of older lock files are only a download cache for the next one: keep the newest
+    for older in "$CACHE"/wheelhouse-*/; do
+      [ "${older%/}" = "$cached" ] || rm -rf "${older%/}"
+    done
+    echo "image: wheelhouse ready: $(ls "$cached" | grep -c '\.whl$') wheels, $(du -sh "$cached" | cut -f1), $(( $(now) - t0 )) s"
+  else
+    echo "image: wheelhouse from the cache ($cached)"
+  fi
   mkdir -p "$OUT"
-  tmp=$(mktemp -d "$OUT/.wheelhouse-XXXXXX")
-  local reuse=()
-  [ -d "$OUT/wheelhouse" ] && reuse=(--find-links "$OUT/wheelhouse")
-  # pip wheel downloads the wheels PyPI has and builds the rest (pure-Python sdists such as kfp)
-  "$PYTHON" -m pip wheel -q --disable-pip-version-check -w "$tmp" "${reuse[@]}" --find-links wheels \
-      --only-binary torch-scatter,torch-sparse -r requirements/base.txt -c requirements/constraints.txt \
-      2>&1 | grep -v "^WARNING: Location" || true
-  [ "${PIPESTATUS[0]}" = 0 ] || { rm -rf "$tmp"; die 1 "pip wheel failed (output above)"; }
-  # a wheel compiled here would only fit machines like this one: only wheels/ may hold such
-  local bad=()
-  for whl in "$tmp"/*-linux_x86_64.whl; do
-    [ -e "$whl" ] || continue
-    [ -e "wheels/$(basename "$whl")" ] || bad+=("$(basename "$whl")")
-  done
-  [ ${#bad[@]} = 0 ] || { rm -rf "$tmp"; die 1 "these wheels were compiled on this machine (an sdist with C code?): ${bad[*]}; add prebuilt wheels to wheels/"; }
-  echo "$want" > "$tmp/.stamp"
-  rm -rf "$OUT/wheelhouse"
-  mv "$tmp" "$OUT/wheelhouse"
-  echo "image: wheelhouse ready: $(ls "$OUT/wheelhouse" | grep -c '\.whl$') wheels, $(du -sh "$OUT/wheelhouse" | cut -f1), $(( $(now) - t0 )) s"
+  rm -rf "$OUT/wheelhouse" "$OUT/.wheelhouse-part"
+  cp -al "$cached" "$OUT/.wheelhouse-part" 2>/dev/null || cp -a "$cached" "$OUT/.wheelhouse-part"
+  mv "$OUT/.wheelhouse-part" "$OUT/wheelhouse"
 }
 
 package_wheel() {
@@ -175,11 +201,11 @@ build() {
   # the image's size: its layers (uncompressed tars) as its manifest lists them
   size=$("${B[@]}" inspect --type image --format '{{.Manifest}}' "$IMAGE" \
     | "$PYTHON" -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))')
-  "$PYTHON" - "$RECORD" "$IMAGE" "$id" "$size" "$sources" "$t0" "$t1" "$(now)" <<'PY'
-import json, sys
+  STATE=$STATE "$PYTHON" - "$RECORD" "$IMAGE" "$id" "$size" "$sources" "$t0" "$t1" "$(now)" <<'PY'
+import json, os, sys
 path, image, image_id, size, sources, t0, t1, t2 = sys.argv[1:]
 record = {"image": image, "id": image_id, "size_bytes": int(size), "sources_sha256": sources,
-          "seconds": int(t2) - int(t0), "bud_seconds": int(t2) - int(t1), "storage": "build/buildah"}
+          "seconds": int(t2) - int(t0), "bud_seconds": int(t2) - int(t1), "storage": os.environ["STATE"]}
 with open(path + ".part", "w") as fh:
     json.dump(record, fh, indent=1)
 import os; os.replace(path + ".part", path)
@@ -200,8 +226,11 @@ run() {
   [ -f "$RECORD" ] || die 2 "no image built ($RECORD missing): run make image"
   setup_buildah
   local image rc=0
-  image=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["image"])' "$RECORD" 2>/dev/null || true)
+  # by id: another clone sharing the cache may have moved the tag to its own build since
+  image=$("$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("id") or r["image"])' "$RECORD" 2>/dev/null || true)
   [ -n "$image" ] || die 2 "$RECORD is not an image record: run make image"
+  "${B[@]}" inspect --type image "$image" >/dev/null 2>&1 \
+    || die 2 "the image $image of $RECORD is no longer in $STATE: run make image"
   CTR=$("${B[@]}" from --pull=never -q "$image") || die 1 "buildah from $image failed"
   trap '"${B[@]}" rm "$CTR" >/dev/null 2>&1 || true' EXIT
   "${B[@]}" run --isolation chroot "${opts[@]}" "$CTR" -- "$@" || rc=$?
@@ -225,7 +254,7 @@ push() {
   [ -f "$RECORD" ] || die 2 "no image built ($RECORD missing): run make image"
   setup_buildah
   local image tmp
-  image=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["image"])' "$RECORD")
+  image=$("$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("id") or r["image"])' "$RECORD")
   if [ "$token_stdin" = 1 ]; then
     case $dest in docker://*) ;; *) die 2 "push: --token-stdin is for docker:// destinations" ;; esac
     tmp=$(mktemp -d)
@@ -251,8 +280,8 @@ clean() {
     "${B[@]}" rm --all >/dev/null 2>&1 || true
     "${B[@]}" umount --all >/dev/null 2>&1 || true
   fi
-  rm -rf "$STATE" "$OUT"
-  echo "image: removed build/buildah and build/image"
+  rm -rf "$CACHE" "$OUT"
+  echo "image: removed build/image and $CACHE"
 }
 
 case ${1:-} in

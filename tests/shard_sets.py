@@ -20,14 +20,13 @@ def partition_argv(out: str, data: Path) -> list[str]:
 
 
 def verified_files(uri: str, workdir: Path | None = None) -> dict[str, str]:
-    """Open the shard set at ``uri``, verify every checksum (partitions, id maps, partition
-    books), and return its manifest's files as {relative path: sha256}."""
+    """Open the shard set at ``uri``, verify every checksum (partitions, id maps), and return
+    its manifest's files as {relative path: sha256}."""
     s = ShardSet.open(uri, workdir=str(workdir) if workdir else None)
     for p in range(s.manifest.num_partitions):
         s.load_partition(p, verify=True)
     for nt in s.manifest.node_types:
         s.id_map(nt, verify=True)
-        s.partition_book(nt, verify=True)
     return {rel: entry.sha256 for rel, entry in s.manifest.files.items()}
 
 

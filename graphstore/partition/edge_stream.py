@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from graphstore.partition.read_errors import arrow_reading
 from graphstore.partition.tuning import DEFAULT_MAX_CHUNK_ROWS, DEFAULT_TUNING, PartitionTuning
+from graphstore.shards.format import NodeRanges
 
 log = logging.getLogger(__name__)
 MIN_CHUNK_ROWS = 1 << 16
@@ -52,16 +53,20 @@ CODECS = {"uncompressed": "none", "snappy": "snappy", "zstd": "zstd"}
 
 
 class IdLookup:
-    """Raw id -> dense id of one node type, in memory. Dense ids follow ascending raw id.
+    """Raw id -> dense id of one node type, in memory (the numbering of
+    :class:`~graphstore.shards.format.NodeRanges`: a raw id's rank in ascending order, then its
+    partition's range).
 
     Integer ids whose range is small enough use a direct table (``dense = table[raw - low]``);
-    other ids use Arrow's hashed ``index_in`` against the sorted ids.
+    other ids use Arrow's hashed ``index_in`` against the sorted ids, whose rank is then mapped.
     """
 
-    def __init__(self, sorted_ids: pa.Array, table: np.ndarray | None, low: int) -> None:
+    def __init__(self, sorted_ids: pa.Array, table: np.ndarray | None, low: int,
+                 ranges: NodeRanges) -> None:
         self.sorted_ids = sorted_ids
         self.table = table
         self.low = low
+        self.ranges = ranges
 
     @staticmethod
     def could_fit(integer_ids: bool, count: int, span: int, budget_bytes: int) -> bool:
@@ -70,20 +75,22 @@ class IdLookup:
         return (integer_ids and span * 8 <= budget_bytes) or count <= MAX_HASHED_IDS
 
     @classmethod
-    def build(cls, sorted_ids: pa.Array, budget_bytes: int) -> "IdLookup | None":
+    def build(cls, sorted_ids: pa.Array, budget_bytes: int,
+              num_partitions: int) -> "IdLookup | None":
         """A lookup for ``sorted_ids`` (ascending, unique, no nulls), or None when it would
         cost more than ``budget_bytes`` or be slower than the database join."""
         n = len(sorted_ids)
+        ranges = NodeRanges(n, num_partitions)
         if pa.types.is_integer(sorted_ids.type) and n:
             ids = sorted_ids.to_numpy()
             low, span = int(ids[0]), int(ids[-1]) - int(ids[0]) + 1
             if span * 8 <= budget_bytes:
                 table = np.full(span, -1, dtype=np.int64)
-                table[ids - low] = np.arange(n, dtype=np.int64)
-                return cls(sorted_ids, table, low)
+                table[ids - low] = ranges.dense_of_rank(np.arange(n, dtype=np.int64))
+                return cls(sorted_ids, table, low, ranges)
         if n > MAX_HASHED_IDS or 3 * sorted_ids.nbytes > budget_bytes:
             return None
-        return cls(sorted_ids, None, 0)
+        return cls(sorted_ids, None, 0, ranges)
 
     def map(self, column: pa.Array) -> np.ndarray:
         """int64 dense ids of ``column``'s raw ids; -1 where the id is null or unknown."""
@@ -98,8 +105,11 @@ class IdLookup:
             return out
         if column.type != self.sorted_ids.type:
             column = pc.cast(column, self.sorted_ids.type)
-        found = pc.index_in(column, value_set=self.sorted_ids)
-        return found.fill_null(-1).to_numpy().astype(np.int64)
+        rank = pc.index_in(column, value_set=self.sorted_ids).fill_null(-1).to_numpy()
+        rank = rank.astype(np.int64)
+        known = rank >= 0
+        rank[known] = self.ranges.dense_of_rank(rank[known])
+        return rank
 
 
 @dataclass(frozen=True)
@@ -168,11 +178,15 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     ``tuning``). Every ``tuning.progress_s`` seconds a progress line (rows done, rows/s) is
     logged under ``label``.
     A raw file that cannot be decoded raises InputDataError naming ``source`` (default ``path``);
-    errors while writing pass through.
+    errors while writing pass through. Each row goes to the partition whose range holds its
+    anchor's dense id (the lookups' :class:`~graphstore.shards.format.NodeRanges`).
     """
     columns = list(dict.fromkeys([src_column, dst_column,
                                   *([weight_column] if weight_column else []), *feature_columns]))
     result = StreamResult()
+    ranges = {"src": src_lookup.ranges, "dst": dst_lookup.ranges}
+    if any(r.num_partitions != num_partitions for r in ranges.values()):
+        raise ValueError(f"lookups numbered for other than {num_partitions} partitions")
 
     def write(chunk: int, batch: pa.RecordBatch) -> tuple[int, bool]:
         weight = _float32(batch.column(weight_column)) if weight_column else None
@@ -190,7 +204,7 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
             weight = weight[keep] if weight is not None else None
             feats = feats[keep] if feats is not None else None
         for out in outputs:
-            _write_output(chunk, out, ends, weight, feats, num_partitions, compression)
+            _write_output(chunk, out, ends, weight, feats, ranges, compression)
         return missing, False
 
     def collect(job: Future) -> bool:
@@ -251,11 +265,12 @@ def write_shard_file(folder: str, name: str, columns: dict[str, np.ndarray | pa.
 
 def _write_output(chunk: int, out: EdgeOutput, ends: dict[str, np.ndarray],
                   weight: np.ndarray | None, feats: np.ndarray | None,
-                  num_partitions: int, compression: str) -> None:
+                  ranges: dict[str, NodeRanges], compression: str) -> None:
     """Split one mapped chunk by anchor partition and write a file per partition."""
     src = ends[out.src_side]
     dst = ends["dst" if out.src_side == "src" else "src"]
-    part = ends[out.anchor_side] % num_partitions
+    num_partitions = ranges[out.anchor_side].num_partitions
+    part = ranges[out.anchor_side].partition_of(ends[out.anchor_side])
     if num_partitions == 1:
         order, bounds = None, np.array([0, len(part)])
     else:  # a stable sort keeps input order within each partition (a radix sort for uint16)

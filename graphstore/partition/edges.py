@@ -44,7 +44,7 @@ from graphstore.partition.workspace import Workspace, log_rate
 from graphstore.shards.format import EdgeTypeInfo, anchor_side, edge_dir, label_dir
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphstore.config import EdgeSource
+    from graphstore.config import EdgeSource, EdgeType
 
 log = logging.getLogger(__name__)
 ValueChecks = list[tuple[tuple[str, ...], str]]
@@ -71,9 +71,9 @@ def write_edge_type(ws: Workspace, key: str, es: "EdgeSource", table: Table,
     else:
         has_weight, width = write_joined(ws, key, es, table, kinds)
         if reverse_key:
-            write_reverse(ws, key, reverse_key, has_weight, width)
+            write_reverse(ws, key, et, reverse_key, has_weight, width)
         if own_labels:
-            write_labels(ws, key)
+            write_labels(ws, key, et)
     written = [(key, et, None)] + ([(reverse_key, et.reverse(), key)] if reverse_key else [])
     infos = {}
     for out_key, out_et, reverse_of in written:
@@ -204,9 +204,11 @@ def write_joined(ws: Workspace, key: str, es: "EdgeSource", table: Table,
         cols.append(src_mod.feature_sql(table, es.feature_columns, width))
         out_cols.extend(f"e.f_{i}" for i in range(width))
     anchor = "s" if as_labels or anchor_side(ws.direction) == "src" else "d"
+    anchor_type = et.src_node_type if anchor == "s" else et.dst_node_type
+    part = ws.ranges[anchor_type].sql_partition_of(f"{anchor}.int_id")
     target = os.path.join(ws.hive, "labels" if as_labels else "edges", key)
     written = ws.db.execute(
-        f"COPY (SELECT {', '.join(out_cols)}, {anchor}.int_id % {ws.P} AS part "
+        f"COPY (SELECT {', '.join(out_cols)}, {part} AS part "
         f"FROM (SELECT {', '.join(cols)} FROM {table.relation}) e "
         f"JOIN {ws.node_table(et.src_node_type)} s ON e.__s = s.raw_id "
         f"JOIN {ws.node_table(et.dst_node_type)} d ON e.__d = d.raw_id) "
@@ -222,7 +224,7 @@ def write_joined(ws: Workspace, key: str, es: "EdgeSource", table: Table,
 
 
 @read_errors.step("writing labels {key}")
-def write_labels(ws: Workspace, key: str) -> None:
+def write_labels(ws: Workspace, key: str, et: "EdgeType") -> None:
     """Copy a supervision edge type's edges into ``labels/``, placed by the source (anchor).
 
     Graph edges are placed by the sampling anchor, which for ``in`` is the destination; the
@@ -231,8 +233,9 @@ def write_labels(ws: Workspace, key: str) -> None:
     t0 = time.perf_counter()
     files = _edge_files(ws, key)
     target = os.path.join(ws.hive, "labels", key)
+    part = ws.ranges[et.src_node_type].sql_partition_of("src")
     rows = ws.db.execute(
-        f"COPY (SELECT src, dst, src % {ws.P} AS part FROM read_parquet([{files}])) "
+        f"COPY (SELECT src, dst, {part} AS part FROM read_parquet([{files}])) "
         f"TO {sql_str(target)} ({ws.parquet}, PARTITION_BY (part))"
     ).fetchone()[0]
     ws.move_hive(target, lambda p: label_dir(p, key))
@@ -248,7 +251,7 @@ def _edge_files(ws: Workspace, key: str) -> str:
 
 
 @read_errors.step("writing edges {reverse_key}")
-def write_reverse(ws: Workspace, key: str, reverse_key: str, has_weight: bool,
+def write_reverse(ws: Workspace, key: str, et: "EdgeType", reverse_key: str, has_weight: bool,
                   width: int) -> None:
     """Write ``reverse_key`` (dst -> src of ``key``) from the already-written dense edges.
 
@@ -258,9 +261,11 @@ def write_reverse(ws: Workspace, key: str, reverse_key: str, has_weight: bool,
     extra = (", weight" if has_weight else "") + "".join(f", f_{i}" for i in range(width))
     # the reversed edge's anchor: its new dst (= old src) for "in", its new src (= old dst) for "out"
     anchor = "src" if ws.direction == "in" else "dst"
+    part = ws.ranges[et.src_node_type if anchor == "src" else et.dst_node_type].sql_partition_of(
+        anchor)
     target = os.path.join(ws.hive, "edges", reverse_key)
     rows = ws.db.execute(
-        f"COPY (SELECT dst AS src, src AS dst{extra}, {anchor} % {ws.P} AS part "
+        f"COPY (SELECT dst AS src, src AS dst{extra}, {part} AS part "
         f"FROM read_parquet([{_edge_files(ws, key)}])) "
         f"TO {sql_str(target)} ({ws.parquet}, PARTITION_BY (part))"
     ).fetchone()[0]

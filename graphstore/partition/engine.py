@@ -6,7 +6,8 @@ Order of work (each step logs rows and rows/s):
      :func:`~graphstore.partition.sources.resolve_id_kinds`);
   2. per node type (two at a time), number the ids (:mod:`graphstore.partition.nodes`): from the
      node table when one is given (nulls, duplicates, bad features rejected), else the distinct
-     edge endpoints; dense ids follow ascending raw id. A Parquet node table that fits
+     edge endpoints; ranks follow ascending raw id, dense ids the ranges rule of the shard format
+     (each partition one contiguous range). A Parquet node table that fits
      ``PartitionTuning.lookup_share`` of ``memoryLimitMb`` is read and sorted in memory
      (:mod:`graphstore.partition.node_arrays`), otherwise DuckDB sorts it; either way a DuckDB
      table ``(int_id, raw_id)`` results (made on demand for in-memory types);

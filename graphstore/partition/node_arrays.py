@@ -3,8 +3,9 @@
 Used when a node table fits the memory budget (:func:`estimated_bytes`); the engine's DuckDB path
 handles larger tables and CSV. Both write the same rows (format: graphstore.shards.format):
 
-- dense id ``i`` is the ``i``-th raw id in ascending order (strings by byte order, as DuckDB);
-- partition ``p`` owns dense ids ``p, p + P, p + 2P, ...`` and its file lists them in that order.
+- the ``r``-th raw id in ascending order (strings by byte order, as DuckDB) has rank ``r``, goes
+  to partition ``r % P`` and gets the dense id :class:`~graphstore.shards.format.NodeRanges`
+  gives it; partition ``p``'s file lists its range ascending.
 
 Validation that needs row numbers for its message (null ids, duplicates, bad features) is left
 to the caller's SQL checks; this module only detects nulls and duplicates.
@@ -22,19 +23,21 @@ import pyarrow.parquet as pq
 
 from graphstore.partition.edge_stream import feature_matrix, write_shard_file
 from graphstore.partition.read_errors import arrow_reading
+from graphstore.shards.format import NodeRanges
 
 
 def estimated_bytes(num_rows: int, string_ids: bool, feature_width: int) -> int:
-    """Peak memory of :func:`read_nodes` plus the writers, per the arrays they hold."""
-    return num_rows * (24 + (40 if string_ids else 8) + 8 * feature_width)
+    """Peak memory of :func:`read_nodes` plus the writers, per the arrays they hold (the id
+    map's permutation included)."""
+    return num_rows * (32 + (40 if string_ids else 8) + 8 * feature_width)
 
 
 @dataclass(frozen=True)
 class NodeArrays:
     """One node type held in memory, ordered by dense id."""
 
-    sorted_ids: pa.Array  # raw ids, ascending: position = dense id
-    feats: np.ndarray | None  # float32 [count, width], row = dense id
+    sorted_ids: pa.Array  # raw ids, ascending: position = rank
+    feats: np.ndarray | None  # float32 [count, width], row = rank
     nulls: int  # null ids found (the table is unusable when > 0)
     duplicates: int  # rows whose id repeats an earlier one (unusable when > 0)
 
@@ -64,16 +67,20 @@ def read_nodes(path: str, id_column: str, string_ids: bool, feature_columns: tup
     return NodeArrays(sorted_ids, None if feats is None else feats[order], 0, duplicates)
 
 
-def write_id_map(nodes: NodeArrays, path: str, compression: str) -> None:
-    """``int_id, raw_id`` in dense id order."""
+def write_id_map(nodes: NodeArrays, num_partitions: int, path: str, compression: str) -> None:
+    """``int_id, raw_id`` in dense id order (partition 0's range first)."""
+    ranges = NodeRanges(nodes.count, num_partitions)
+    ranks = np.concatenate([ranges.ranks_of_partition(p) for p in range(num_partitions)])
     write_shard_file(os.path.dirname(path), os.path.basename(path),
-                     {"int_id": np.arange(nodes.count, dtype=np.int64), "raw_id": nodes.sorted_ids},
-                     None, compression)
+                     {"int_id": np.arange(nodes.count, dtype=np.int64),
+                      "raw_id": nodes.sorted_ids.take(pa.array(ranks))}, None, compression)
 
 
 def write_node_files(nodes: NodeArrays, num_partitions: int, folder_for, compression: str) -> None:
-    """Each partition's dense ids (and features) to ``folder_for(p)/000000.parquet``."""
+    """Each partition's range of dense ids (and their features) to
+    ``folder_for(p)/000000.parquet``, ascending."""
+    bounds = NodeRanges(nodes.count, num_partitions).bounds
     for p in range(min(num_partitions, nodes.count)):
-        ids = np.arange(p, nodes.count, num_partitions, dtype=np.int64)
+        ids = np.arange(bounds[p], bounds[p + 1], dtype=np.int64)
         block = nodes.feats[p::num_partitions] if nodes.feats is not None else None
         write_shard_file(folder_for(p), "000000.parquet", {"int_id": ids}, block, compression)

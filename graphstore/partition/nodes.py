@@ -2,18 +2,19 @@
 their id maps, partition books and per-partition node files (step 4).
 
 Numbering: from the node table when one is given (nulls, duplicates, bad features rejected, each
-error naming its row), else from the distinct edge endpoints. Dense ids follow ascending raw id
-(strings: UTF-8 byte order), on both paths. A Parquet node table with scalar features that fits
+error naming its row), else from the distinct edge endpoints. Raw ids sorted ascending (strings:
+UTF-8 byte order) get ranks, and ranks dense ids by the ranges rule of the format
+(:class:`~graphstore.shards.format.NodeRanges`), on both paths. A Parquet node table with scalar features that fits
 the workspace's ``lookup_budget`` (``PartitionTuning.lookup_share`` of ``memoryLimitMb``) is read
 and sorted in memory (:mod:`graphstore.partition.node_arrays`); otherwise DuckDB sorts it into a
-table ``(int_id, raw_id)``, which a type numbered in memory also gets, on demand
+table ``(int_id, raw_id)`` (``int_id`` the dense id), which a type numbered in memory also gets, on demand
 (:meth:`Workspace.node_table`). :func:`build_lookup` then keeps the raw ids as an in-memory id map
 for the edge pass when they fit the same budget.
 
-Node outputs: ``id_map/<type>.parquet`` (int_id, raw_id, ascending int_id),
-``partition_book/<type>.npy`` (int32 partition of every dense id: ``int_id % P``) and
-``part_<p>/nodes/<type>/`` (the node ids of partition ``p`` and their features). Step 4 only
-reads what step 2 left in the workspace, so it runs beside the edge step.
+Node outputs: ``id_map/<type>.parquet`` (int_id, raw_id, ascending int_id) and
+``part_<p>/nodes/<type>/`` (the range of dense ids partition ``p`` owns, and their features).
+No partition book is written: the manifest's counts are the ranges. Step 4 only reads what step
+2 left in the workspace, so it runs beside the edge step.
 """
 
 from __future__ import annotations
@@ -32,14 +33,12 @@ from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import IdLookup
 from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
 from graphstore.partition.workspace import Workspace, log_rate
-from graphstore.shards.format import id_map_path, node_dir, partition_book_path
+from graphstore.shards.format import NodeRanges, id_map_path, node_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import EdgeSource, NodeSource
 
 log = logging.getLogger(__name__)
-BOOK_STEP = 1 << 22
-"""Dense ids whose partition is computed and written to the partition book at a time."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,10 @@ def number_from_table(ws: Workspace, nt: str, ns: "NodeSource", table: Table,
             src_mod.report_bad_values(ws.db, table, [(ns.feature_columns, key)])
         nulls, distinct = arrays.nulls, table.num_rows - arrays.duplicates
     else:
+        rank = "row_number() OVER (ORDER BY raw_id) - 1"
         ws.db.execute(
-            f"CREATE TABLE {nodes} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 AS int_id, "
+            f"CREATE TABLE {nodes} AS SELECT "
+            f"{NodeRanges(table.num_rows, ws.P).sql_dense_of_rank(rank)} AS int_id, "
             f"raw_id FROM (SELECT {id_expr(ns.id_column, kind)} AS raw_id FROM {table.relation})"
         )
         nulls, distinct = ws.db.execute(
@@ -89,6 +90,7 @@ def number_from_table(ws: Workspace, nt: str, ns: "NodeSource", table: Table,
         _report_duplicates(ws, table, ns.id_column, distinct)
     if in_memory:
         ws.node_arrays[nt] = arrays
+    ws.ranges[nt] = NodeRanges(table.num_rows, ws.P)
     ws.node_tables[nt] = (ns, table, kind)
     log_rate(log, f"nodes {nt}" + " (in memory)" * in_memory, table.num_rows, t0)
     return NodeType(nt, kind, table.num_rows, width)
@@ -121,11 +123,14 @@ def number_from_edges(ws: Workspace, nt: str, kind: IdKind,
         if es.edge_type.dst_node_type == nt:
             selects.append(f"SELECT {id_expr(es.dst_column, kind)} AS raw_id FROM {table.relation}")
     union = " UNION ALL ".join(selects)
-    ws.db.execute(
-        f"CREATE TABLE {ws.node_table(nt)} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
+    name = ws.node_table(nt)
+    ws.db.execute(  # ranks first: the count the dense ids depend on is known only then
+        f"CREATE TABLE {name} AS SELECT row_number() OVER (ORDER BY raw_id) - 1 "
         f"AS int_id, raw_id FROM (SELECT DISTINCT raw_id FROM ({union}) WHERE raw_id IS NOT NULL)"
     )
-    count = ws.db.execute(f"SELECT count(*) FROM {ws.node_table(nt)}").fetchone()[0]
+    count = ws.db.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    ws.ranges[nt] = NodeRanges(int(count), ws.P)
+    ws.db.execute(f"UPDATE {name} SET int_id = {ws.ranges[nt].sql_dense_of_rank('int_id')}")
     log_rate(log, f"nodes {nt} (from edge endpoints)", count, t0)
     return NodeType(nt, kind, int(count), 0)
 
@@ -136,7 +141,7 @@ def build_lookup(ws: Workspace, nt: str) -> None:
     (``ws.lookups[nt]``: the lookup, or None)."""
     t0 = time.perf_counter()
     if nt in ws.node_arrays:
-        ws.lookups[nt] = IdLookup.build(ws.node_arrays[nt].sorted_ids, ws.lookup_budget)
+        ws.lookups[nt] = IdLookup.build(ws.node_arrays[nt].sorted_ids, ws.lookup_budget, ws.P)
     else:  # numbered in DuckDB: fetch the ids only if a lookup of them could fit
         count, low, high = ws.db.execute(
             f"SELECT count(*), min(raw_id), max(raw_id) FROM {ws.node_table(nt)}").fetchone()
@@ -144,16 +149,16 @@ def build_lookup(ws: Workspace, nt: str) -> None:
         span = high - low + 1 if integer_ids else 0
         ws.lookups[nt] = None
         if count and IdLookup.could_fit(integer_ids, count, span, ws.lookup_budget):
-            ids = ws.db.execute(f"SELECT raw_id FROM {ws.node_table(nt)} ORDER BY int_id"
+            ids = ws.db.execute(f"SELECT raw_id FROM {ws.node_table(nt)} ORDER BY raw_id"
                                 ).to_arrow_table().column(0).combine_chunks()
-            ws.lookups[nt] = IdLookup.build(ids, ws.lookup_budget)
+            ws.lookups[nt] = IdLookup.build(ids, ws.lookup_budget, ws.P)
     log.info("step=%r in_memory=%s seconds=%.2f", f"id lookup {nt}",
              ws.lookups[nt] is not None, time.perf_counter() - t0)
 
 
 @read_errors.step("writing the id map and node files of {node.name!r}")
 def write_node_outputs(ws: Workspace, node: NodeType) -> None:
-    """Write a numbered type's id map, partition book and per-partition node files."""
+    """Write a numbered type's id map and per-partition node files."""
     t0 = time.perf_counter()
     nt = node.name
     os.makedirs(os.path.join(ws.out, "id_map"), exist_ok=True)
@@ -162,39 +167,27 @@ def write_node_outputs(ws: Workspace, node: NodeType) -> None:
     # DuckDB table, which only the SQL paths need
     table = None if arrays is not None else ws.node_table(nt)
     if arrays is not None:
-        node_arrays.write_id_map(arrays, os.path.join(ws.out, id_map_path(nt)), ws.compression)
+        node_arrays.write_id_map(arrays, ws.P, os.path.join(ws.out, id_map_path(nt)),
+                                 ws.compression)
     else:
         ws.db.execute(
             f"COPY (SELECT int_id, raw_id FROM {table} ORDER BY int_id) TO "
             f"{sql_str(os.path.join(ws.out, id_map_path(nt)))} ({ws.parquet})"
         )
-    _write_partition_book(ws, node)
     if arrays is not None:
         node_arrays.write_node_files(arrays, ws.P, lambda p: os.path.join(ws.out, node_dir(p, nt)),
                                      ws.compression)
         log_rate(log, f"id map + node files {nt} (in memory)", node.count, t0)
         return
     target = os.path.join(ws.hive, "nodes", nt)
+    part = ws.ranges[nt].sql_partition_of("n.int_id")
     if nt in ws.node_tables and node.feature_dim:
         ns, raw, kind = ws.node_tables[nt]
         feats = src_mod.feature_sql(raw, ns.feature_columns, node.feature_dim, alias="r")
-        source = (f"SELECT n.int_id, {feats}, n.int_id % {ws.P} AS part FROM {raw.relation} r "
+        source = (f"SELECT n.int_id, {feats}, {part} AS part FROM {raw.relation} r "
                   f"JOIN {table} n ON {id_expr(ns.id_column, kind, 'r')} = n.raw_id")
     else:
-        source = f"SELECT int_id, int_id % {ws.P} AS part FROM {table}"
+        source = f"SELECT n.int_id, {part} AS part FROM {table} n"
     ws.db.execute(f"COPY ({source}) TO {sql_str(target)} ({ws.parquet}, PARTITION_BY (part))")
     ws.move_hive(target, lambda p: node_dir(p, nt))
     log_rate(log, f"id map + node files {nt}", node.count, t0)
-
-
-def _write_partition_book(ws: Workspace, node: NodeType) -> None:
-    """``partition_book/<type>.npy``: int32 ``int_id % P`` for every dense id, written through
-    a memory map :data:`BOOK_STEP` ids at a time (memory does not grow with the count)."""
-    book_path = os.path.join(ws.out, partition_book_path(node.name))
-    os.makedirs(os.path.dirname(book_path), exist_ok=True)
-    book = np.lib.format.open_memmap(book_path, mode="w+", dtype=np.int32, shape=(node.count,))
-    for lo in range(0, node.count, BOOK_STEP):
-        hi = min(node.count, lo + BOOK_STEP)
-        book[lo:hi] = np.arange(lo, hi, dtype=np.int64) % ws.P
-    book.flush()
-    del book

@@ -8,7 +8,7 @@ direction, dangling-edge policy, memory limit and
 and node-file steps: node tables and arrays, id lookups, dropped-edge counts, per-step rates.
 
 Invariants:
-- the registries (``node_tables``, ``node_arrays``, ``lookups``) are filled by the node step
+- the registries (``node_tables``, ``node_arrays``, ``lookups``, ``ranges``) are filled by the node step
   (:mod:`graphstore.partition.nodes`) before any edge or node-file step starts, and only read
   after that; ``dropped`` and ``stats`` take one key per edge type, each written by one thread;
 - a DuckDB connection is never shared between threads; :meth:`Workspace.close` closes them all;
@@ -35,6 +35,7 @@ from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import IdLookup
 from graphstore.partition.sources import IdKind, Table, sql_ident, sql_str
 from graphstore.partition.tuning import PartitionTuning
+from graphstore.shards.format import NodeRanges
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import NodeSource, TaskConfig
@@ -85,6 +86,7 @@ class Workspace:
         self._node_tables_made: set[str] = set()  # of those, which have their DuckDB table too
         self._node_table_lock = threading.Lock()
         self.lookups: dict[str, IdLookup | None] = {}  # node type -> in-memory id map, if it fits
+        self.ranges: dict[str, NodeRanges] = {}  # node type -> its numbering, once counted
         self.lookup_budget = tuning.lookup_budget_bytes(pcfg.memory_limit_mb)
         self.stats: dict[str, float] = {}
 
@@ -132,7 +134,8 @@ class Workspace:
         if arrays is not None and nt not in self._node_tables_made:
             with self._node_table_lock:
                 if nt not in self._node_tables_made:
-                    ids = pa.table({"int_id": np.arange(arrays.count, dtype=np.int64),
+                    ranks = np.arange(arrays.count, dtype=np.int64)
+                    ids = pa.table({"int_id": self.ranges[nt].dense_of_rank(ranks),
                                     "raw_id": arrays.sorted_ids})
                     view = f"__ids_{nt}"
                     self.db.register(view, ids)

@@ -82,9 +82,6 @@ class GraphFileService:
             if len(anchors) and not np.isin(anchors, known).all():
                 raise UsageError(f"{g.path}: some of the given anchors have no {sup} label")
             return P.PairsReply(torch.from_numpy(g.positives(sup, anchors)))
-        if isinstance(request, P.NodePartitionBookRequest):
-            n = meta.node_counts[meta.node_type(request.node_type)]
-            return P.PartitionBookReply(torch.zeros(n, dtype=torch.long))
         raise UsageError(f"GraphFileService: no answer for {type(request).__name__}")
 
     def _node_ids(self, r: P.NodeIdsRequest) -> torch.Tensor:

@@ -1,14 +1,14 @@
-"""The shard set format (schema_version 2): what the partition stage writes and storage reads.
+"""The shard set format (schema_version 3): what the partition stage writes and storage reads.
 
 A shard-set *root* (the partition stage's ``--output``) holds versions and a ``CURRENT`` pointer
-naming the complete one (graphstore.shards.publish: schema 2 added that layout; a version's own
-files are as in schema 1). Layout of one version folder (``<root>/v-<UTC>-<hex>/``)::
+naming the complete one (graphstore.shards.publish). Layout of one version folder
+(``<root>/v-<UTC>-<hex>/``)::
 
     .graphstore-shards                    marker (JSON: format, schema_version, writer): written first
     manifest.json                         written LAST; its presence marks a complete shard set
     id_map/<node_type>.parquet            int_id INT64 (dense 0..N-1, ascending), raw_id (STRING or INT64)
-    partition_book/<node_type>.npy        int32[N]: the partition owning each dense id
-    part_<p>/nodes/<node_type>/*.parquet  the nodes partition p owns: int_id INT64 [, f_0..f_{d-1} FLOAT]
+    part_<p>/nodes/<node_type>/*.parquet  the nodes partition p owns: int_id INT64 [, f_0..f_{d-1} FLOAT],
+                                          int_id ascending and contiguous (its range, below)
     part_<p>/edges/<edge_type>/*.parquet  the edges partition p owns: src INT64, dst INT64
                                           [, weight FLOAT] [, f_0..f_{k-1} FLOAT]  (dense ids)
     part_<p>/labels/<edge_type>/*.parquet supervision edge types only: src INT64, dst INT64 of the
@@ -20,20 +20,35 @@ files are as in schema 1). Layout of one version folder (``<root>/v-<UTC>-<hex>/
                                           edge counts are 0, there is no reverse type for them
 
 Rules (every writer and reader keeps them):
-- Dense ids: per node type, raw ids sorted ascending get 0..N-1. ``id_map`` is the only way back.
-- Node assignment: ``partition(int_id) = int_id % num_partitions`` (balanced node counts; a pure
-  function, see :func:`node_partition`); the partition book stores it explicitly for GLT.
+- **Ranges.** Partition ``p`` owns one contiguous range of dense ids per node type,
+  ``[bounds[p], bounds[p + 1])``, where ``bounds`` is the running sum of the manifest's
+  ``counts_per_partition`` (:meth:`Manifest.node_ranges`, :class:`NodeRanges`): a partition book is
+  P + 1 numbers, never an array of N, and a partition's row of a dense id is ``id - bounds[p]``.
+  Readers rely on this rule only.
+- **Numbering** (how the partition stage fills the ranges; :class:`NodeRanges`): per node type,
+  the raw ids sorted ascending (strings by UTF-8 byte order) get ranks ``0..N-1``; the node of rank
+  ``r`` belongs to partition ``r % P`` and gets dense id ``bounds[r % P] + r // P``. So
+  partition ``p`` holds ranks ``p, p + P, p + 2P, ...`` (``ceil((N - p) / P)`` nodes): node counts
+  differ by at most one, and anchored edge counts stay balanced even when degree follows the raw
+  id (neighbouring ranks go to different partitions). Within a partition, dense ids follow raw ids.
+  ``id_map`` is the only way back to raw ids.
 - Edge assignment: an edge lives in the partition of its *anchor*: the source node when
   ``sample_edge_direction == "out"``, the destination node when ``"in"``, so that every edge a
   sampler walks from a node is stored beside that node.
 - Edge ids: per edge type, the edges of partition 0 (in file order: files sorted by name, rows in
-  order) get ids ``0..E0-1``, partition 1 the next ``E1`` ids, and so on (:func:`edge_id_base`).
+  order) get ids ``0..E0-1``, partition 1 the next ``E1`` ids, and so on (:func:`edge_id_base`):
+  also one range per partition.
 - A partition with no rows of a type has no folder for it; the manifest's counts say 0.
 - ``edge_type`` folder names are ``src__relation__dst`` (names never contain ``__``).
 - Reverse edge types (``addReverseEdges``, default on): for every edge type whose node types differ,
   ``dst__rev_<relation>__src`` holds each edge flipped, placed by its own anchor; its manifest entry
   has ``reverse_of`` set. Edge ids of a reverse type are its own range.
 - ``manifest.files`` maps every other file's relative path to its sha256, byte size and row count.
+
+Schema history: 2 assigned dense id ``i`` (the ``i``-th raw id) to partition ``i % P`` and stored
+an int32 partition book of N entries per node type (``partition_book/<type>.npy``), which every
+storage machine had to hold; 3 makes each partition's ids one range. A schema-2 set is refused
+with the command that re-partitions it (:data:`SCHEMA_FIX`).
 """
 
 from __future__ import annotations
@@ -42,14 +57,89 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-SCHEMA_VERSION = 2
+import numpy as np
+
+SCHEMA_VERSION = 3
 FORMAT_NAME = "graphstore-shards"
 MANIFEST = "manifest.json"
+SCHEMA_FIX = ("re-partition the raw tables with this version (python -m components.partition, or "
+              "pipeline run --start-at partition)")
+"""What a user does with a shard set of another schema version."""
 
 
-def node_partition(int_id: int, num_partitions: int) -> int:
-    """The partition that owns a dense node id (the SQL writer uses the same ``int_id % P``)."""
-    return int_id % num_partitions
+@dataclass(frozen=True, slots=True)
+class NodeRanges:
+    """The dense-id ranges of one node type of ``count`` nodes over ``num_partitions``
+    partitions, by the numbering rule of the module docs: rank ``r`` (the raw id's position in
+    ascending order) goes to partition ``r % P`` as dense id ``bounds[r % P] + r // P``.
+
+    With ``count = a * P + c`` (``0 <= c < P``), partitions ``0..c-1`` hold ``a + 1`` nodes and the
+    others ``a``, so ``bounds[p] = p * a + min(p, c)``. Every method is a closed form of these
+    numbers (numpy, or a DuckDB / BigQuery SQL expression over integer columns): nothing here
+    grows with ``count``.
+    """
+
+    count: int
+    num_partitions: int
+
+    def __post_init__(self) -> None:
+        if self.count < 0 or self.num_partitions < 1:
+            raise ValueError(f"NodeRanges needs count >= 0 and num_partitions >= 1, got "
+                             f"{self.count}, {self.num_partitions}")
+
+    @property
+    def _a_c(self) -> tuple[int, int]:
+        return divmod(self.count, self.num_partitions)
+
+    def start(self, partition: int) -> int:
+        """First dense id of ``partition`` (``bounds[partition]``; ``count`` for ``P``)."""
+        a, c = self._a_c
+        return partition * a + min(partition, c)
+
+    @property
+    def bounds(self) -> tuple[int, ...]:
+        """``P + 1`` numbers: partition ``p`` owns ``[bounds[p], bounds[p + 1])``."""
+        return tuple(self.start(p) for p in range(self.num_partitions + 1))
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Nodes per partition (what the manifest's ``counts_per_partition`` holds)."""
+        b = self.bounds
+        return tuple(b[p + 1] - b[p] for p in range(self.num_partitions))
+
+    def dense_of_rank(self, ranks: np.ndarray) -> np.ndarray:
+        """int64 dense ids of int64 ``ranks`` (each in ``[0, count)``)."""
+        a, c = self._a_c
+        p = ranks % self.num_partitions
+        return p * a + np.minimum(p, c) + ranks // self.num_partitions
+
+    def rank_of_dense(self, dense: np.ndarray) -> np.ndarray:
+        """int64 ranks of int64 dense ids (the inverse of :meth:`dense_of_rank`)."""
+        p = self.partition_of(dense)
+        a, c = self._a_c
+        return (dense - (p * a + np.minimum(p, c))) * self.num_partitions + p
+
+    def partition_of(self, dense: np.ndarray) -> np.ndarray:
+        """int64 partition owning each dense id."""
+        a, c = self._a_c
+        big = c * (a + 1)  # the first id of the partitions holding a nodes
+        return np.where(dense < big, dense // (a + 1), c + (dense - big) // max(a, 1))
+
+    def ranks_of_partition(self, partition: int) -> np.ndarray:
+        """The ranks partition ``partition`` holds, ascending (= its dense ids' order)."""
+        return np.arange(partition, self.count, self.num_partitions, dtype=np.int64)
+
+    def sql_dense_of_rank(self, rank: str) -> str:
+        """SQL (DuckDB, BigQuery) of :meth:`dense_of_rank` over the integer expression ``rank``."""
+        a, c, P = *self._a_c, self.num_partitions
+        return f"(({rank}) % {P} * {a} + least(({rank}) % {P}, {c}) + ({rank}) // {P})"
+
+    def sql_partition_of(self, dense: str) -> str:
+        """SQL (DuckDB) of :meth:`partition_of` over the integer expression ``dense``."""
+        a, c = self._a_c
+        big = c * (a + 1)
+        return (f"(CASE WHEN ({dense}) < {big} THEN ({dense}) // {a + 1} "
+                f"ELSE {c} + (({dense}) - {big}) // {max(a, 1)} END)")
 
 
 def anchor_side(sample_edge_direction: Literal["in", "out"]) -> Literal["src", "dst"]:
@@ -59,10 +149,6 @@ def anchor_side(sample_edge_direction: Literal["in", "out"]) -> Literal["src", "
 
 def id_map_path(node_type: str) -> str:
     return f"id_map/{node_type}.parquet"
-
-
-def partition_book_path(node_type: str) -> str:
-    return f"partition_book/{node_type}.npy"
 
 
 def node_dir(partition: int, node_type: str) -> str:
@@ -127,6 +213,17 @@ class Manifest:
     def edge_id_base(self, edge_type: str, partition: int) -> int:
         """First global edge id of ``edge_type`` in ``partition`` (ids are contiguous per part)."""
         return sum(self.edge_types[edge_type].counts_per_partition[:partition])
+
+    def node_bounds(self, node_type: str) -> tuple[int, ...]:
+        """``P + 1`` numbers: partition ``p`` owns dense ids ``[b[p], b[p + 1])`` of the type."""
+        out = [0]
+        for n in self.node_types[node_type].counts_per_partition:
+            out.append(out[-1] + n)
+        return tuple(out)
+
+    def node_ranges(self, node_type: str) -> NodeRanges:
+        """The numbering of ``node_type`` (:class:`NodeRanges`)."""
+        return NodeRanges(self.node_types[node_type].count, self.num_partitions)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)

@@ -27,13 +27,13 @@ from graphstore.errors import InputDataError
 from graphstore.shards.format import (
     FORMAT_NAME,
     MANIFEST,
+    SCHEMA_FIX,
     SCHEMA_VERSION,
     Manifest,
     edge_dir,
     id_map_path,
     label_dir,
     node_dir,
-    partition_book_path,
 )
 
 
@@ -43,7 +43,7 @@ class ShardFormatError(InputDataError):
 
 @dataclass(frozen=True)
 class NodeShard:
-    ids: np.ndarray  # int64 dense ids this partition owns
+    ids: np.ndarray  # int64 dense ids this partition owns: its range, ascending
     feats: np.ndarray | None  # float32 [len(ids), feature_dim], row i belongs to ids[i]
 
 
@@ -87,6 +87,17 @@ def _feature_matrix(table: pa.Table, width: int) -> np.ndarray:
     return out
 
 
+def _rows_of_range(ids: np.ndarray, lo: int, hi: int, where: str) -> np.ndarray:
+    """The row of each of ``ids`` in the range ``[lo, hi)`` (``id - lo``); ShardFormatError
+    unless ``ids`` holds every id of the range exactly once."""
+    rows = ids - lo
+    if len(ids) != hi - lo or (len(ids) and (rows.min() < 0 or rows.max() >= hi - lo)) or \
+            (len(ids) and np.bincount(rows, minlength=hi - lo).max() != 1):
+        raise ShardFormatError(f"{where}: its int_id column does not hold each id of the "
+                               f"partition's range [{lo}, {hi}) exactly once; re-partition")
+    return rows
+
+
 def current_version_uri(uri: str) -> str:
     """The folder to read for ``uri``: ``uri`` itself when it holds a manifest (one version, or
     a set of an older layout, which the schema check then names), else the version the root's
@@ -108,14 +119,15 @@ def current_version_uri(uri: str) -> str:
 
 
 def _check_counts(manifest: Manifest, uri: str) -> None:
-    """The manifest's node counts agree with the rows of its id maps and partition books, and
-    its per-partition counts add up (a set assembled from mismatched inputs never opens)."""
+    """The manifest's node counts agree with the rows of its id maps, and its per-partition
+    counts add up (a set assembled from mismatched inputs never opens)."""
     for nt, info in manifest.node_types.items():
-        if sum(info.counts_per_partition) != info.count:
+        if len(info.counts_per_partition) != manifest.num_partitions or \
+                sum(info.counts_per_partition) != info.count:
             raise ShardFormatError(f"{uris.join(uri, MANIFEST)}: node type {nt!r} counts "
-                                   f"{info.count} but its partitions hold "
-                                   f"{sum(info.counts_per_partition)}; re-partition")
-        for rel in (id_map_path(nt), partition_book_path(nt)):
+                                   f"{info.count} but its {len(info.counts_per_partition)} "
+                                   f"partitions hold {sum(info.counts_per_partition)}; re-partition")
+        for rel in (id_map_path(nt),):
             entry = manifest.files.get(rel)
             if entry is None or entry.rows != info.count:
                 raise ShardFormatError(
@@ -138,7 +150,8 @@ def _read_manifest(path: str) -> Manifest:
         if raw.get("schema_version") != SCHEMA_VERSION:
             raise ShardFormatError(
                 f"{path}: schema_version {raw.get('schema_version')!r} is not supported "
-                f"(this version reads {SCHEMA_VERSION}); re-partition with this version"
+                f"(this version reads {SCHEMA_VERSION}: each partition owns one range of dense "
+                f"ids); {SCHEMA_FIX}"
             )
         return Manifest.from_dict(raw)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -180,7 +193,7 @@ class ShardSet:
     Reads are lazy: a local set is read in place; a gs:// set is opened from its manifest and one
     listing (every listed file present, at the size the manifest gives), and each file is
     downloaded the first time a read needs it, then kept under :attr:`root`. So a storage machine
-    fetches only ``manifest.json``, the partition books and its own ``part_<p>/`` files, and the
+    fetches only ``manifest.json`` and its own ``part_<p>/`` files, and the
     export task only the id map of its node type (:meth:`fetched` lists what came down). Every
     read of a file checks its sha256 against the manifest unless ``verify`` is False.
     """
@@ -247,11 +260,9 @@ class ShardSet:
 
     def files_of_partition(self, partition: int) -> dict[str, int]:
         """``{relative path: bytes}`` a storage machine reads for ``partition``: its
-        ``part_<p>/`` files and every partition book (the manifest aside)."""
+        ``part_<p>/`` files (the manifest aside)."""
         prefix = f"part_{partition}/"
-        books = {partition_book_path(nt) for nt in self.manifest.node_types}
-        return {rel: e.bytes for rel, e in self.manifest.files.items()
-                if rel.startswith(prefix) or rel in books}
+        return {rel: e.bytes for rel, e in self.manifest.files.items() if rel.startswith(prefix)}
 
     def _local(self, rel: str) -> str:
         """The local path of ``rel``, downloaded first when the set is remote."""
@@ -298,12 +309,6 @@ class ShardSet:
             path = self._verified(rel) if verify else self._local(rel)
             yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)
 
-    def partition_book(self, node_type: str, verify: bool = True) -> np.ndarray:
-        """int32 array: partition of each dense id of ``node_type``."""
-        rel = partition_book_path(node_type)
-        path = self._verified(rel) if verify else self._local(rel)
-        return np.load(path)
-
     def id_map(self, node_type: str, verify: bool = True) -> pa.Table:
         """Table (int_id, raw_id) sorted by int_id."""
         rel = id_map_path(node_type)
@@ -320,13 +325,21 @@ class ShardSet:
             )
         nodes: dict[str, NodeShard] = {}
         for nt, info in m.node_types.items():
+            lo, hi = m.node_bounds(nt)[partition:partition + 2]
             table = self._read_dir(node_dir(partition, nt), verify)
-            if table is None:
-                nodes[nt] = NodeShard(np.empty(0, np.int64), None if not info.feature_dim
-                                      else np.empty((0, info.feature_dim), np.float32))
-                continue
-            ids = table.column("int_id").to_numpy().astype(np.int64, copy=False)
-            feats = _feature_matrix(table, info.feature_dim) if info.feature_dim else None
+            ids = np.arange(lo, hi, dtype=np.int64)
+            feats = None if not info.feature_dim else np.empty((hi - lo, info.feature_dim),
+                                                               np.float32)
+            if table is not None:
+                read = table.column("int_id").to_numpy().astype(np.int64, copy=False)
+                rows = _rows_of_range(read, lo, hi, uris.join(self.source_uri,
+                                                              node_dir(partition, nt)))
+                if feats is not None:
+                    feats[rows] = _feature_matrix(table, info.feature_dim)
+            elif hi > lo:
+                raise ShardFormatError(f"{uris.join(self.source_uri, node_dir(partition, nt))}: "
+                                       f"no files, but partition {partition} owns {hi - lo} "
+                                       f"{nt!r} nodes ({MANIFEST})")
             nodes[nt] = NodeShard(ids, feats)
         edges: dict[str, EdgeShard] = {}
         for et, info in m.edge_types.items():

@@ -162,14 +162,14 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
         edge_index[et.as_tuple()] = torch.from_numpy(np.stack([src, dst]))
         edge_ids[et.as_tuple()] = torch.from_numpy(eids)
         edge_counts[et] = int(len(src))
-    node_pb = {nt: torch.from_numpy(shards.partition_book(nt).astype(np.int64)) for nt in m.node_types}
+    # one range of ids per partition: P + 1 bounds per type, rows offset by the range's start
+    node_pb = {nt: glt_adapter.range_partition_book(m.node_bounds(nt), partition)
+               for nt in m.node_types}
     feats, id2idx = {}, {}
     for nt, shard in data.nodes.items():
         if shard.feats is None:
             continue
-        index = torch.full((meta.node_counts[nt],), -1, dtype=torch.int64)
-        index[torch.from_numpy(shard.ids.copy())] = torch.arange(len(shard.ids))
-        feats[nt], id2idx[nt] = torch.from_numpy(shard.feats), index
+        feats[nt], id2idx[nt] = torch.from_numpy(shard.feats), node_pb[nt].id2index
     ds = DistDataset(num_partitions=m.num_partitions, partition_idx=partition,
                      edge_dir=sample_edge_direction)
     if meta.is_homogeneous:

@@ -113,18 +113,7 @@ class PairsReply:
         _check_ids("PairsReply", "pairs", self.pairs, rows=2)
 
 
-@dataclass(frozen=True)
-class PartitionBookReply:
-    """``[N]`` int64: the partition of every node id of one node type."""
-
-    book: torch.Tensor
-
-    def __post_init__(self) -> None:
-        _check_ids("PartitionBookReply", "book", self.book)
-
-
-Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply,
-              PartitionBookReply]
+Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply]
 
 
 # -- requests ---------------------------------------------------------------------------------------
@@ -207,19 +196,10 @@ class LabelsRequest:
         _check_ids("LabelsRequest", "anchors", self.anchors)
 
 
-@dataclass(frozen=True)
-class NodePartitionBookRequest:
-    """The partition of every node id of ``node_type`` (every partition holds the whole book)."""
-
-    node_type: str
-    reply_type: ClassVar[type] = PartitionBookReply
-
-
 Request = Union[MetadataRequest, FreePortsRequest, NodeIdsRequest, AblpInputRequest,
-                PositivePairsRequest, LabelsRequest, NodePartitionBookRequest]
+                PositivePairsRequest, LabelsRequest]
 REQUEST_TYPES: tuple[type, ...] = (MetadataRequest, FreePortsRequest, NodeIdsRequest,
-                                   AblpInputRequest, PositivePairsRequest, LabelsRequest,
-                                   NodePartitionBookRequest)
+                                   AblpInputRequest, PositivePairsRequest, LabelsRequest)
 
 
 def check_reply(request: Request, reply: object) -> Reply:

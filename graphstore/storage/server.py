@@ -60,8 +60,8 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
 
     setup_logging(f"storage{storage_index}/s{session}", log_level)
     glt_adapter.prepare_sampling_server(PRODUCER_JOIN_S)  # before the session's first loader
-    protocol.register_service(StorageService(state, dataset.node_pb,
-                                             "127.0.0.1" if info.is_local else "", PortHold()))
+    protocol.register_service(StorageService(state, "127.0.0.1" if info.is_local else "",
+                                             PortHold()))
     torch.set_num_threads(1)
     mark_ready(info, session, storage_index)
     t0 = time.perf_counter()

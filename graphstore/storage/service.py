@@ -7,8 +7,6 @@ gets the same reply from the same partition (graphstore.storage.queries does the
 
 from __future__ import annotations
 
-from typing import Mapping
-
 import torch
 
 from graphstore.errors import UsageError
@@ -21,18 +19,13 @@ from graphstore.storage.dataset import StorageState
 class StorageService:
     """Answers :mod:`graphstore.storage.protocol` requests from one partition.
 
-    ``node_partition_books``: GLT's ``node_pb`` of the partition's dataset (one tensor for a
-    homogeneous graph, ``{node type: tensor}`` otherwise); every partition holds the full books.
     ``bind_host``: where ports must be free (``127.0.0.1`` in local mode); ``port_hold``: keeps
     the ports this service hands out reserved until their user (a loader's sampling workers)
     binds them (graphstore.ports); owned by whoever outlives the requests.
     """
 
-    def __init__(self, state: StorageState,
-                 node_partition_books: torch.Tensor | Mapping[str, torch.Tensor],
-                 bind_host: str, port_hold: PortHold) -> None:
+    def __init__(self, state: StorageState, bind_host: str, port_hold: PortHold) -> None:
         self.state = state
-        self.books = node_partition_books
         self.bind_host = bind_host
         self.port_hold = port_hold
 
@@ -56,15 +49,4 @@ class StorageService:
         if isinstance(request, P.LabelsRequest):
             pairs = queries.labels_for(s, request.supervision_edge_type, request.anchors.numpy())
             return P.PairsReply(torch.from_numpy(pairs))
-        if isinstance(request, P.NodePartitionBookRequest):
-            return P.PartitionBookReply(self._book(request.node_type))
         raise UsageError(f"StorageService: no answer for {type(request).__name__}")
-
-    def _book(self, node_type: str) -> torch.Tensor:
-        s = self.state
-        s.metadata.node_type(node_type)  # a known type, or UsageError naming the choices
-        book = self.books[node_type] if isinstance(self.books, Mapping) else self.books
-        if len(book) != s.metadata.node_counts[node_type]:
-            raise UsageError(f"partition {s.partition}: the {node_type} partition book holds "
-                             f"{len(book)} ids, the graph {s.metadata.node_counts[node_type]}")
-        return torch.as_tensor(book, dtype=torch.long).clone()  # a copy: callers may write to it

@@ -21,7 +21,6 @@ import pytest
 from graphstore import uris
 from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.env import STORAGE_EMULATOR_HOST
-from graphstore.shards.format import partition_book_path
 from graphstore.shards.reader import ShardSet, current_version_uri
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,18 +135,17 @@ def test_a_storage_process_downloads_only_its_partition(shard_set, gcs, partitio
     bucket, prefix = uris.split_gcs(version)
     manifest = ShardSet.open(root).manifest
     every = set(manifest.files) | {"manifest.json"}
-    books = {partition_book_path(nt) for nt in manifest.node_types}
     own = {rel for rel in manifest.files if rel.startswith(f"part_{partition}/")}
     assert own and len(own) < len(manifest.files) // 2  # the test could tell the difference
     with CountingProxy(gcs.url) as proxy:
         out = _run(STORAGE, proxy, str(tp), root, str(partition))
-    # the root's CURRENT pointer, then the version's manifest, books and part_<k>/ files
+    # the root's CURRENT pointer, then the version's manifest and part_<k>/ files
     pointer = f"{bucket}/shards/CURRENT"
     assert proxy.downloads[0] == pointer
     got = [d[len(f"{bucket}/{prefix}/"):] for d in proxy.downloads[1:]]
     assert all(d.startswith(f"{bucket}/{prefix}/") for d in proxy.downloads[1:]), proxy.downloads
-    assert sorted(got) == sorted({"manifest.json"} | books | own)  # each object exactly once
-    assert len(got) == 1 + len(books) + len(own) < len(every)
+    assert sorted(got) == sorted({"manifest.json"} | own)  # each object exactly once
+    assert len(got) == 1 + len(own) < len(every)
     assert sorted(out["fetched"]) == sorted(books | own)
     assert sum(out["owned"].values()) == sum(
         info.counts_per_partition[partition] for info in manifest.node_types.values())

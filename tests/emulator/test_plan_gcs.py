@@ -14,7 +14,8 @@ import pytest
 
 from graphstore import uris
 from graphstore.table_rows import count_rows
-from tests.unit.test_plan import IMAGE, IPOOL, POOL, VERTEX_RES, VERTEX_TASK, write_huge_tables
+from tests.integration.test_plan_processes import IMAGE, write_huge_tables
+from tests.unit.test_plan import IPOOL, POOL, VERTEX_RES, VERTEX_TASK
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.emulator, pytest.mark.timeout(300)]

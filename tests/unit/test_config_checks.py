@@ -19,21 +19,6 @@ from graphstore.config import default_args as training_args
 from tests.unit.test_config import BASE_RES, fresh, only, task_file, write
 from tests.unit.test_partition import make_raw, task_dict, write_configs
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *argv], cwd=REPO, capture_output=True, text=True,
-                          timeout=120, env=ENV)
-
-
-def _validate(tmp_path: Path, *sets: str) -> subprocess.CompletedProcess[str]:
-    task, res = task_file(tmp_path), write(tmp_path / "res.yaml", fresh(BASE_RES))
-    return _run("pipeline", "validate", "--task-config", str(task), "--resource-config", str(res),
-                *(a for s in sets for a in ("--set", s)))
-
-
 # ---- default trainer / inferencer args --------------------------------------------------------
 
 BAD_NUM_NEIGHBORS = ["[-5, 2]", "[]", "abc", "[1.5]", "[true]"]
@@ -54,20 +39,6 @@ def test_bad_num_neighbors_rejected_at_load(tmp_path: Path, section: str, args_k
         f"{section}.command=python -m my_team.compute", f"{section}.{args_key}.num_neighbors={value}",
         f"{section}.{args_key}.opt={{lr: 0.1}}"))
     assert getattr(task, "trainer" if section == "trainerConfig" else "inferencer").command.endswith("my_team.compute")
-
-
-def test_validate_exits_2_listing_both_stages_args(tmp_path: Path) -> None:
-    out = _validate(tmp_path, "trainerConfig.trainerArgs.num_neighbors=[-5, 2]",
-                    "inferencerConfig.inferencerArgs.num_neighbors=[]")
-    assert out.returncode == 2, out.stdout
-    task = tmp_path / "task.yaml"
-    assert out.stderr.splitlines() == [
-        "pipeline: error: 2 config problems:",
-        f"{task}: trainerConfig.trainerArgs.num_neighbors: [-5, 2] is not a non-empty list of ints "
-        ">= -1 (set by override 'trainerConfig.trainerArgs.num_neighbors=[-5, 2]')",
-        f"{task}: inferencerConfig.inferencerArgs.num_neighbors: [] is not a non-empty list of ints "
-        ">= -1 (set by override 'inferencerConfig.inferencerArgs.num_neighbors=[]')",
-    ]
 
 
 def test_every_bad_arg_reported_at_once_with_did_you_mean(tmp_path: Path) -> None:
@@ -133,22 +104,3 @@ def test_node_type_with_no_table_and_no_edge_type(tmp_path: Path) -> None:
 
 
 # ---- the partition CLI's --num-partitions -------------------------------------------------------
-
-@pytest.mark.parametrize("flag,why", [
-    ("0", "0 must be >= 1"),
-    ("3", "3 differs from the resource config's storage count 2 (one partition per storage "
-          "process); remove it or make them equal"),
-])
-def test_partition_cli_num_partitions_goes_through_the_config_check(tmp_path: Path, flag: str,
-                                                                      why: str) -> None:
-    make_raw(tmp_path / "raw")
-    tp, rp = write_configs(tmp_path, task_dict(tmp_path / "raw"))
-    out = _run("components.partition", "--task-config", str(tp), "--resource-config", str(rp),
-               "--output", str(tmp_path / "shards"), "--num-partitions", flag)
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.strip() == (f"components.partition: error: {tp}: datasetConfig.partitionConfig."
-                                  f"numPartitions: {why} (set by --num-partitions {flag})")
-    assert not (tmp_path / "shards").exists()
-    ok = _run("components.partition", "--task-config", str(tp), "--resource-config", str(rp),
-              "--output", str(tmp_path / "shards"), "--num-partitions", "2")
-    assert ok.returncode == 0, ok.stderr

@@ -18,7 +18,6 @@ from graphstore import datagen
 from graphstore.datagen import SIZE_PRESETS, DatasetSpec, generate_dataset
 from graphstore.errors import UsageError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FEATS = [f"f_{j}" for j in range(16)]
 
 
@@ -31,12 +30,6 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetSpec, Path, d
 
 def read(folder: Path, name: str) -> pa.Table:
     return pq.read_table(folder / name)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "graphstore.datagen", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO_ROOT, timeout=60)
 
 
 def test_presets_and_spec_sizes() -> None:
@@ -228,27 +221,3 @@ def test_failed_run_leaves_no_output(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(datagen.RuntimeFailure, match="disk full"):
         generate_dataset(DatasetSpec.from_preset("tiny"), tmp_path / "ds")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_cli_refuses_to_overwrite_without_flag(tmp_path: Path) -> None:
-    out = tmp_path / "ds"
-    first = run_cli("--output", str(out), "--size", "tiny", "--seed", "5")
-    assert first.returncode == 0, first.stderr
-    assert "user__buys__item=1600" in first.stdout and "seconds=" in first.stdout
-    assert "rows_per_s=" in first.stderr
-    before = (out / "user_item.parquet").read_bytes()
-    refused = run_cli("--output", str(out), "--size", "tiny", "--seed", "6")
-    assert refused.returncode == 2 and "already exists" in refused.stderr and "--overwrite" in refused.stderr
-    assert (out / "user_item.parquet").read_bytes() == before
-    replaced = run_cli("--output", str(out), "--size", "tiny", "--seed", "6", "--overwrite")
-    assert replaced.returncode == 0, replaced.stderr
-    assert (out / "user_item.parquet").read_bytes() != before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
-
-
-@pytest.mark.parametrize("args", [["--num-users", "0"], ["--num-edges", "-5"], ["--kind", "homo", "--num-users", "9"]])
-def test_cli_invalid_sizes_exit_2(tmp_path: Path, args: list[str]) -> None:
-    result = run_cli("--output", str(tmp_path / "ds"), "--size", "tiny", *args)
-    assert result.returncode == 2, result.stderr
-    assert "error:" in result.stderr and "Traceback" not in result.stderr
-    assert not (tmp_path / "ds").exists()

@@ -47,16 +47,6 @@ def test_backends_really_sample_the_two_hop_neighbourhood(report):
     assert report["distributed"]["rpc_loopback"]["ok"] is True
 
 
-def test_require_flags_exit_1_with_the_fix(tmp_path, report):
-    ok = _doctor(tmp_path, "--require-glt", "--require-neighbor-backend")
-    assert ok.returncode == 0, ok.stderr
-    if not report["torch"]["cuda_available"]:
-        res = _doctor(tmp_path, "--require-cuda")
-        assert res.returncode == 1
-        assert "CUDA is not available" in res.stderr and "NVIDIA GPU" in res.stderr
-        assert json.loads(res.stdout)["requirements_failed"]
-
-
 def test_failed_requirements_logic():
     broken = {"torch": {"cuda_available": False},
               "packages": {"graphlearn_torch": {"importable": False, "error": "ImportError: libc10_cuda.so"}},
@@ -67,10 +57,3 @@ def test_failed_requirements_logic():
     assert "torch-sparse" in msgs[0] and "libc10_cuda" in msgs[1] and "torch==2.3.0" in msgs[1]
     broken["neighbor_sampling"]["torch_sparse"]["ok"] = True
     assert len(failed_requirements(broken, neighbor=True, glt=False, cuda=False)) == 0
-
-
-def test_help_documents_the_flags(tmp_path):
-    res = _doctor(tmp_path, "--help")
-    assert res.returncode == 0
-    for flag in ("--require-neighbor-backend", "--require-glt", "--require-cuda", "writes no files"):
-        assert flag in res.stdout

@@ -140,21 +140,3 @@ def test_names_are_checked():
     assert check_run_id("2026-11-29T03.00_r1") == "2026-11-29T03.00_r1"
     with pytest.raises(UsageError, match="run id"):
         check_run_id("x'; DROP")
-
-
-def test_cli_prints_rows_and_exits_1_without_embeddings(graph, tmp_path):
-    run = make_run(graph, tmp_path, "r1")
-    tp = graph["root"] / "task.yaml"
-    ok = subprocess.run([sys.executable, "-m", "components.export", "--task-config", str(tp),
-                         "--run-dir", str(run), "--node-type", "item"], cwd=REPO,
-                        capture_output=True, text=True, timeout=120)
-    assert ok.returncode == 0, ok.stderr
-    assert f"export: item: {len(graph['raw']['item'])} rows -> embeddings_item in " in ok.stdout
-    (run / "embeddings" / "user" / "_SUCCESS").unlink()
-    bad = subprocess.run([sys.executable, "-m", "components.export", "--task-config", str(tp),
-                          "--run-dir", str(run), "--node-type", "user"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "no complete embeddings for node type 'user'" in bad.stderr
-    usage = subprocess.run([sys.executable, "-m", "components.export", "--task-config", str(tp)],
-                           cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert usage.returncode == 2

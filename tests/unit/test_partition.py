@@ -25,7 +25,6 @@ from graphstore.partition import PartitionTuning, edge_stream, partition_graph
 from graphstore.shards.format import MANIFEST
 from graphstore.shards.reader import ShardFormatError, ShardSet, current_version_uri
 
-REPO = Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(7)
 N_USERS, N_ITEMS = 40, 30
 USER_IDS = [f"user-{i:03d}" for i in RNG.permutation(N_USERS)]
@@ -163,18 +162,21 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, pat
     assert set(m.edge_types) == {"user__buys__item", "item__rev_buys__user", "item__similar_to__item"}
     assert m.edge_types["user__buys__item"].is_supervision
     assert not m.edge_types["item__similar_to__item"].is_supervision
-    # dense ids follow ascending raw id
-    assert shards.id_map("user").column("raw_id").to_pylist() == sorted(USER_IDS)
-    assert shards.id_map("item").column("raw_id").to_pylist() == sorted(ITEM_IDS)
+    # ranks follow ascending raw id; rank r belongs to partition r % 2, whose range holds its
+    # ranks in order: partition 0's ids first
+    for nt, raw_ids in (("user", USER_IDS), ("item", ITEM_IDS)):
+        by_part = [[i for r, i in enumerate(sorted(raw_ids)) if r % 2 == p] for p in range(2)]
+        assert shards.id_map(nt).column("raw_id").to_pylist() == by_part[0] + by_part[1]
+        assert m.node_types[nt].counts_per_partition == tuple(map(len, by_part))
     weights: Counter = Counter()
     umap = shards.id_map("user").column("raw_id").to_pylist()
     imap = shards.id_map("item").column("raw_id").to_pylist()
     for p in range(2):
         part = shards.load_partition(p)
         for nt, feats in (("user", raw["user_feat"]), ("item", raw["item_feat"])):
-            book = shards.partition_book(nt)
             ids = part.nodes[nt].ids
-            assert set(ids.tolist()) == set(np.flatnonzero(book == p).tolist())
+            lo, hi = m.node_bounds(nt)[p:p + 2]
+            assert ids.tolist() == list(range(lo, hi))
             names = umap if nt == "user" else imap
             for i, row in zip(ids, part.nodes[nt].feats):
                 np.testing.assert_allclose(row, feats[names[i]], rtol=1e-6)
@@ -182,7 +184,7 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, pat
             info = m.edge_types[et]
             anchor_ids, anchor_type = ((e.dst, info.dst_node_type) if direction == "in"
                                        else (e.src, info.src_node_type))
-            assert (shards.partition_book(anchor_type)[anchor_ids] == p).all()
+            assert (owner(m, anchor_type, anchor_ids) == p).all()
         ui = part.edges["user__buys__item"]
         weights.update(zip((umap[i] for i in ui.src), (imap[i] for i in ui.dst),
                            np.round(ui.weight, 5)))
@@ -191,7 +193,7 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, pat
     labels: Counter = Counter()
     for p in range(2):
         lab = shards.load_partition(p).labels["user__buys__item"]
-        assert (shards.partition_book("user")[lab.src] == p).all()
+        assert (owner(m, "user", lab.src) == p).all()
         labels.update(zip((umap[i] for i in lab.src), (imap[i] for i in lab.dst)))
     assert labels == raw["user__buys__item"]
     assert set(shards.load_partition(0).labels) == {"user__buys__item"}
@@ -203,6 +205,43 @@ def test_round_trip_edges_features_and_anchor_placement(tmp_path, direction, pat
     # edge ids are one contiguous range per type
     eids = np.concatenate([shards.load_partition(p).edges["user__buys__item"].eids for p in range(2)])
     assert sorted(eids.tolist()) == list(range(200))
+
+
+def owner(manifest, node_type: str, ids: np.ndarray) -> np.ndarray:
+    """The partition whose range (the manifest's running node counts) holds each dense id."""
+    ends = np.cumsum(manifest.node_types[node_type].counts_per_partition)
+    return np.searchsorted(ends, ids, side="right")
+
+
+@pytest.mark.parametrize("tuning", [None, SQL_ONLY], ids=["memory", "sql"])
+def test_partitions_are_balanced_when_degree_rises_with_the_raw_id(tmp_path, tuning):
+    """2 000 users whose out-degree grows with the raw id (1 to 40 edges): split into 8
+    contiguous ranges of raw ids the last would hold ~15x the first's edges; the numbering keeps
+    every partition within 1.10x of the mean, on both paths."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    users = np.arange(2000, dtype=np.int64) * 7 + 3
+    degree = 1 + np.arange(2000) // 50
+    src = np.repeat(users, degree)
+    dst = np.random.default_rng(3).integers(0, 300, len(src))  # not RNG: later tests' data
+    pq.write_table(pa.table({"user_id": pa.array(users)}), raw / "users.parquet")
+    pq.write_table(pa.table({"item_id": pa.array(np.arange(300, dtype=np.int64))}),
+                   raw / "items.parquet")
+    pq.write_table(pa.table({"user_id": src, "item_id": dst}), raw / "user_item.parquet")
+    pq.write_table(pa.table({"src_item_id": pa.array([0], pa.int64()),
+                             "dst_item_id": pa.array([1], pa.int64())}), raw / "item_item.parquet")
+    task = task_dict(raw, direction="out")
+    for ns in task["datasetConfig"]["dataSources"]["nodes"]:
+        ns["featureColumns"] = []
+    task["datasetConfig"]["dataSources"]["edges"][0].pop("weightColumn")
+    m = run_partition(tmp_path, task, tmp_path / "shards", num_partitions=8, tuning=tuning)
+    counts = np.array(m.edge_types["user__buys__item"].counts_per_partition)
+    assert counts.sum() == len(src)
+    assert counts.max() <= 1.10 * counts.mean(), counts
+    naive = np.array([d.sum() for d in np.array_split(degree, 8)])  # ranges of raw ids
+    assert naive.max() > 1.5 * naive.mean()  # what the rule avoids (the test can fail)
+    assert max(m.node_types["user"].counts_per_partition) - \
+        min(m.node_types["user"].counts_per_partition) <= 1
 
 
 def partition_contents(out: Path) -> dict:
@@ -245,7 +284,7 @@ def test_in_memory_chunked_path_writes_what_the_sql_path_writes(tmp_path, direct
 
 
 def test_string_ids_are_numbered_in_byte_order_on_both_paths(tmp_path):
-    """Dense ids follow ascending raw id; for strings that is UTF-8 byte order on both paths."""
+    """Ranks follow ascending raw id; for strings that is UTF-8 byte order on both paths."""
     ids = ["b", "ä", "Z", "a", "é", "日本", "a b", "10", "9"]
     make_raw(tmp_path / "raw")
     pq.write_table(pa.table({"user_id": ids, **{f"f_{j}": [float(j)] * len(ids) for j in range(3)}}),
@@ -253,7 +292,8 @@ def test_string_ids_are_numbered_in_byte_order_on_both_paths(tmp_path):
     pq.write_table(pa.table({"user_id": ids, "item_id": pa.array(ITEM_IDS[:len(ids)], pa.int64()),
                              "weight": pa.array([1.0] * len(ids), pa.float32())}),
                    tmp_path / "raw" / "user_item.parquet")
-    expected = sorted(ids, key=lambda s: s.encode())
+    ranked = sorted(ids, key=lambda s: s.encode())
+    expected = ranked[0::2] + ranked[1::2]  # rank r in partition r % 2, partition 0 first
     run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "memory")
     run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "sql", tuning=SQL_ONLY)
     for out in ("memory", "sql"):
@@ -474,33 +514,9 @@ def test_inconsistent_list_feature_widths(tmp_path):
         assert row[1] == 2.0 and names[i] == ITEM_IDS[int(row[0])]
 
 
-def _cli(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    tp, rp = tmp_path / "task.yaml", tmp_path / "resources.yaml"
-    return subprocess.run(
-        [sys.executable, "-m", "components.partition", "--task-config", str(tp),
-         "--resource-config", str(rp), "--output", str(tmp_path / "shards"), *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
-
-
-def test_cli_success_summary_and_exit_codes(tmp_path):
-    make_raw(tmp_path / "raw")
-    write_configs(tmp_path, task_dict(tmp_path / "raw"))
-    ok = _cli(tmp_path)
-    assert ok.returncode == 0, ok.stderr
-    summary = json.loads(ok.stdout.strip().splitlines()[-1])
-    assert summary["partitions"] == 2 and summary["edges"]["user__buys__item"] == 200
-    assert "rows_per_s=" in ok.stderr  # progress lines
-    (tmp_path / "raw" / "users.parquet").unlink()
-    bad = _cli(tmp_path)
-    assert bad.returncode == 2
-    assert "input file not found" in bad.stderr and "Traceback" not in bad.stderr
-    unknown = _cli(tmp_path, "--set", "datasetConfig.partitionConfig.danglingEdgez=drop")
-    assert unknown.returncode == 2 and "danglingEdgez" in unknown.stderr
-
-
 def test_edge_chunks_fit_the_memory_budget_and_use_both_threads():
-    ints = edge_stream.IdLookup.build(pa.array(np.arange(10, dtype=np.int64)), 1 << 30)
-    strings = edge_stream.IdLookup.build(pa.array([f"n{i:07d}" for i in range(300_000)]), 1 << 30)
+    ints = edge_stream.IdLookup.build(pa.array(np.arange(10, dtype=np.int64)), 1 << 30, 2)
+    strings = edge_stream.IdLookup.build(pa.array([f"n{i:07d}" for i in range(300_000)]), 1 << 30, 2)
     assert ints.table is not None and strings.table is None  # index table vs hashed lookup
     per_row, default = edge_stream.BYTES_PER_CHUNK_ROW, PartitionTuning()
     big, plenty = 50_000_000, 10 * default.max_chunk_rows * per_row
@@ -576,5 +592,5 @@ def test_id_lookups_that_cannot_fit_are_ruled_out_before_their_ids_are_fetched()
     assert not edge_stream.IdLookup.could_fit(True, many, budget // 8 + 1, budget)
     # could_fit never rules out what build accepts
     ids = pa.array(np.arange(0, 3 * many, 3, dtype=np.int64))
-    assert edge_stream.IdLookup.build(ids, 8 * 3 * many) is not None
+    assert edge_stream.IdLookup.build(ids, 8 * 3 * many, 2) is not None
     assert edge_stream.IdLookup.could_fit(True, many, 3 * many, 8 * 3 * many)

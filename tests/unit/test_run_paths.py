@@ -160,12 +160,6 @@ def test_one_function_chooses_a_stages_config_sections():
             stage_section(task, bad)
 
 
-def test_run_paths_imports_no_torch():
-    code = ("import sys, graphstore.run_paths, graphstore.stage; "
-            "sys.exit('torch' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=120).returncode == 0
-
-
 LAYOUT_NAMES = ("model.pt", "metrics.json", "run.json", "rows.parquet", "_stages", "_graphstore",
                 "report.html", "report.md")
 """File and folder names of the run folder that only graphstore/run_paths.py may spell."""

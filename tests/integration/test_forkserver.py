@@ -1,0 +1,46 @@
+"""GLT's sampling workers start from a preloaded forkserver (graphstore.processes): a second
+interpreter that starts them (moved from ``tests/unit/test_processes.py``: unit tests start no
+process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+_CODE = """
+import os, sys
+
+def child(q):
+    q.put((os.getppid(), 'graphlearn_torch' in sys.modules))
+
+if __name__ == '__main__':
+    from graphstore.glt_adapter import prepare_sampling_server as p
+    p(1.0); p(1.0)
+    from graphlearn_torch.distributed import dist_sampling_producer as d
+    ctx = d.mp.get_context('spawn')
+    q = ctx.Queue()
+    w = ctx.Process(target=child, args=(q,))
+    w.start()
+    ppid, preloaded = q.get(timeout=60)
+    w.join(timeout=60)
+    print(ctx.get_start_method(), d.mp.get_context('fork').get_start_method(),
+          callable(d.mp.Value), ppid != os.getpid(), preloaded, w.exitcode)
+"""
+
+
+def test_glt_sampling_workers_start_from_a_preloaded_forkserver(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(_CODE)
+    out = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True,
+                         timeout=180, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["forkserver", "fork", "True", "True", "True", "0"]
