@@ -10,7 +10,9 @@ written for. ``python -m graphstore.doctor`` reports the same check.
 what we reach into                     where it is applied
 =====================================  ==========================================================
 ``dist_sampling_producer.mp``,         :func:`prepare_sampling_server`, once per storage session
-``MP_STATUS_CHECK_INTERVAL``           process, before its first loader (graphstore.storage.server)
+``MP_STATUS_CHECK_INTERVAL``,          process, before its first loader (graphstore.storage.server)
+``DistServer.create_sampling_producer``
+/ ``destroy_sampling_producer``
 ``DistServer._exit``                   :func:`server_session_finished` (the storage heartbeat)
 ``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
 ``RangePartitionBook`` fields          :func:`range_partition_book` (every node and edge
@@ -98,15 +100,89 @@ def prepare_sampling_server(producer_join_s: float) -> None:
       worker at shutdown before terminating it. A worker in the middle of an epoch never reads the
       stop command, so closing the 4 loaders of a 2-type training run on 2 servers cost 40 s; set
       to ``producer_join_s``. GLT reads it in this process only (its workers never do).
+    * ``DistServer.create_sampling_producer`` / ``destroy_sampling_producer`` hold the server's
+      lock while a producer starts (its workers each join the loader's RPC group: ~1.1-2.1 s
+      measured) or stops, so the producers the compute ranks ask for at once were made one rank
+      after the other: a loader took (compute ranks) x that. The replacements keep GLT's
+      bookkeeping under the lock and start or stop the producer outside it (a second request for
+      the same ``worker_key`` waits for the first's producer and gets its id, as in GLT).
     """
     check_glt_version()
     from graphlearn_torch.distributed import dist_sampling_producer
+    from graphlearn_torch.distributed.dist_server import DistServer
 
     from graphstore.processes import PreloadedMultiprocessing
 
     dist_sampling_producer.MP_STATUS_CHECK_INTERVAL = producer_join_s
     if not isinstance(dist_sampling_producer.mp, PreloadedMultiprocessing):
         dist_sampling_producer.mp = PreloadedMultiprocessing(dist_sampling_producer.mp)
+    DistServer.create_sampling_producer = _create_sampling_producer
+    DistServer.destroy_sampling_producer = _destroy_sampling_producer
+
+
+def _create_sampling_producer(server: Any, sampler_input: Any, sampling_config: Any,
+                              worker_options: Any) -> int:
+    """GLT 0.2.4's ``DistServer.create_sampling_producer`` with the producer started outside the
+    server's lock (:func:`prepare_sampling_server`)."""
+    import threading
+
+    from graphlearn_torch.channel import ShmChannel
+    from graphlearn_torch.distributed.dist_sampling_producer import DistMpSamplingProducer
+    from graphlearn_torch.sampler import RemoteSamplerInput
+
+    if isinstance(sampler_input, RemoteSamplerInput):
+        sampler_input = sampler_input.to_local_sampler_input(dataset=server.dataset)
+    key = worker_options.worker_key
+    with server._lock:
+        starting = server.__dict__.setdefault("_graphstore_starting", {})
+        producer_id = server._worker_key2producer_id.get(key)
+        if producer_id is not None:
+            started = starting.get(producer_id)
+        else:
+            producer_id = server._cur_producer_idx
+            server._cur_producer_idx += 1
+            server._worker_key2producer_id[key] = producer_id
+            started = None
+            starting[producer_id] = threading.Event()
+    if started is not None:  # another request for this key is starting it
+        started.wait()
+        if producer_id not in server._producer_pool:
+            raise RuntimeFailure(f"sampling producer {producer_id} ({key}) failed to start")
+        return producer_id
+    try:
+        buffer = ShmChannel(worker_options.buffer_capacity, worker_options.buffer_size)
+        producer = DistMpSamplingProducer(server.dataset, sampler_input, sampling_config,
+                                          worker_options, buffer)
+        producer.init()
+    except BaseException:
+        with server._lock:
+            server._worker_key2producer_id.pop(key, None)
+            starting.pop(producer_id).set()
+        raise
+    with server._lock:
+        server._producer_pool[producer_id] = producer
+        server._msg_buffer_pool[producer_id] = buffer
+        server._epoch[producer_id] = -1
+        starting.pop(producer_id).set()
+    return producer_id
+
+
+def _destroy_sampling_producer(server: Any, producer_id: int) -> None:
+    """GLT 0.2.4's ``DistServer.destroy_sampling_producer`` with the producer stopped outside the
+    server's lock (:func:`prepare_sampling_server`)."""
+    with server._lock:
+        producer = server._producer_pool.pop(producer_id, None)
+        if producer is None:
+            return
+        server._msg_buffer_pool.pop(producer_id)
+        server._epoch.pop(producer_id)
+    producer.shutdown()
+
+
+# GLT's ``_call_func_on_server`` passes the server as first argument only to a function whose
+# ``__name__`` is a ``DistServer`` attribute
+_create_sampling_producer.__name__ = "create_sampling_producer"
+_destroy_sampling_producer.__name__ = "destroy_sampling_producer"
 
 
 def server_session_finished() -> bool:

@@ -77,7 +77,10 @@ class RemoteDistDataset(DatasetBase):
         """One sampler input per storage rank (an empty one too): GLT's sampling workers form
         one RPC group across all servers, so a loader that skipped a server would hang. Each
         loader gets a unique ``worker_key`` and its own free port on storage rank 0 for its
-        sampling workers; loaders are created one compute rank at a time (:func:`_in_rank_order`)."""
+        sampling workers. The compute ranks create theirs at the same time: each storage server
+        starts the ranks' producers side by side (graphstore.glt_adapter.prepare_sampling_server;
+        GLT 0.2.4 started them one at a time under a server-wide lock, so ranks creating loaders
+        at once could each hold one server and wait forever for the other)."""
         from graphlearn_torch.distributed import RemoteDistSamplingWorkerOptions
 
         workers = options.workers_or(DEFAULT_SAMPLING_WORKERS)
@@ -97,30 +100,10 @@ class RemoteDistDataset(DatasetBase):
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()
-        _in_rank_order(lambda: init_dist_loader(loader, None, list(inputs), config, CPU,
-                                                worker_options))
+        init_dist_loader(loader, None, list(inputs), config, CPU, worker_options)
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
                      self.num_storage, time.perf_counter() - t0)
-
-
-def _in_rank_order(create) -> None:
-    """Run ``create()`` on one compute rank at a time (a collective over the compute group).
-
-    A GLT server builds one loader's sampling producer under a server-wide lock, and the producer
-    waits for its peers on every other server. Two ranks creating loaders at once can each get one
-    server first and wait forever for the other (seen here as a 60 s RPC timeout). So every rank
-    must construct the same loaders in the same order, as DDP training does anyway.
-    """
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        create()
-        return
-    for rank in range(dist.get_world_size()):
-        if rank == dist.get_rank():
-            create()
-        dist.barrier()
 
 
 @dataclass(frozen=True)
