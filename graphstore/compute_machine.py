@@ -12,7 +12,9 @@ and their workers ``_worker(local_rank, cluster_info, *args)`` open their datase
 - graph store and colocated (:class:`GltMachine`): the seed-000 sequence (``agree_on_cluster``:
   a temporary global group of all machines, storage included), the dataset source of
   graphstore.dataset_source (a ``RemoteDistDataset`` per worker, or this machine's partition),
-  and ``spawn_workers`` (one process per local rank, session by session);
+  and a graphstore.workers ``WorkerPool`` per session (one process per local rank), each started
+  one step ahead: session 0's before the agreement, session k + 1's when session k starts, so
+  the workers' imports overlap with what the machine does meanwhile;
 - replicated (``resource config mode: replicated``; graphstore.replicated.machine): the graph
   file on this machine's disk, this machine's part of the stage's Ray cluster, the
   ``ReplicatedDataset`` over the file, and one Ray Train ``TorchTrainer.fit`` per session over
@@ -28,7 +30,7 @@ import math
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from graphstore.dataset_source import DatasetSource, dataset_source
-from graphstore.workers import spawn_workers
+from graphstore.workers import WorkerPool
 
 
 class ComputeMachine(Protocol):
@@ -52,18 +54,34 @@ class GltMachine:
         from graphstore.graph_store_info import agree_on_cluster
         from graphstore.ports import PortHold
 
+        self.sessions = ctx.storage.storage_args.num_server_sessions
+        # spawned, not forked from a server: see graphstore.processes for why
+        self._pools = {0: WorkerPool(ctx.stage_resources.procs_per_compute)}
         self.session_ports = PortHold(hold_s=math.inf)  # bound by the sessions' compute groups
-        self.info = agree_on_cluster(ctx, topology, self.session_ports)
-        self.source = dataset_source(self.info, ctx.shards_uri, ctx.storage.storage_args)
+        try:
+            self.info = agree_on_cluster(ctx, topology, self.session_ports)
+            self.source = dataset_source(self.info, ctx.shards_uri, ctx.storage.storage_args)
+        except BaseException:
+            self.close()
+            raise
 
     def run(self, fn: Callable[..., None], args: Sequence[Any], *, session: int = 0) -> None:
         info = self.info.for_session(session)
-        # spawn, not a forkserver: see graphstore.processes for why; a worker's death is one line
-        spawn_workers(fn, (info, *args), info.num_processes_per_compute,
-                      first_rank=info.compute_rank(0))
+        nprocs = info.num_processes_per_compute
+        pool = self._pools.pop(session, None) or WorkerPool(nprocs)
+        if session + 1 < self.sessions and session + 1 not in self._pools:
+            self._pools[session + 1] = WorkerPool(nprocs)  # imports while this session runs
+        try:
+            pool.run(fn, (info, *args), first_rank=info.compute_rank(0))  # a death: one line
+        finally:
+            pool.close()
 
     def close(self) -> None:
-        """Release the session ports (spawn_workers joined the processes that bound them)."""
+        """End the pools that got no session, release the session ports (the pools' joined
+        processes bound them)."""
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
         self.session_ports.close()
 
 

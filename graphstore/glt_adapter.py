@@ -17,6 +17,8 @@ what we reach into                     where it is applied
 ``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
 ``RangePartitionBook`` fields          :func:`range_partition_book` (every node and edge
                                        partition book: storage datasets, ``fetch_*_partition_book``)
+torch's ``UntypedStorage._new_shared`` :func:`shared_zeros` (every array a storage partition
+                                       hands GLT, graphstore.storage.dataset)
 ``EdgeSamplerInput.to`` /              :class:`LabeledEdgeInput` (the ABLP loader's inputs)
 ``share_memory``
 the producers' ``len(input)`` /        :class:`HardNegativeEdgeInput` (ABLP inputs that draw hard
@@ -211,6 +213,28 @@ def set_no_node_labels(dataset: Any) -> None:
     import torch
 
     dataset.node_labels = {"__no_node_labels__": torch.empty(0, dtype=torch.long)}
+
+
+def shared_zeros(shape: "tuple[int, ...]", dtype: Any) -> Any:
+    """A torch tensor of zeros in shared memory whose untouched pages take no memory.
+
+    GLT 0.2.4 puts every graph and feature tensor it is given into shared memory
+    (``share_memory_``), copying one that is not there yet: a second copy alive while it runs.
+    A tensor made here is shared already, so GLT keeps it as it is, and it reaches the session
+    process and its sampling workers as a handle. Its pages are those of a sparse shared-memory
+    file, allocated when first written: GLT's CPU graph indexes its row pointer by global node
+    id, so a partition's row pointer spans ids ``0 .. end of its range``, and the rows below its
+    range are never written (they read as 0, no edges), never resident. ``torch.zeros(...)
+    .share_memory_()`` would write every page.
+    """
+    import math
+
+    import torch
+
+    count = math.prod(shape)
+    nbytes = count * torch.empty(0, dtype=dtype).element_size()
+    storage = torch.UntypedStorage._new_shared(max(nbytes, 1))
+    return torch.empty(0, dtype=dtype).set_(storage, 0, (count,)).view(shape)
 
 
 def range_partition_book(bounds: "tuple[int, ...]", partition: int = 0) -> Any:

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 import numpy as np
 
 from graphstore.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphstore.shards.format import Manifest
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
@@ -116,3 +119,70 @@ def _codes(h: np.ndarray, val: float, test: float) -> np.ndarray:
     codes[u < test + val] = SPLIT_CODE["val"]
     codes[u < test] = SPLIT_CODE["test"]
     return codes
+
+
+_CODES_CHUNK = 1 << 20
+"""Labels hashed at a time by :meth:`SplitRules.label_codes` (the hash's temporaries are a few
+int64 arrays of this length, whatever the partition's size)."""
+
+
+class SplitRules:
+    """A splitter applied to a shard set as storage (graphstore.storage.dataset) and the graph
+    file of replicated mode (graphstore.replicated.writer) both apply it, so that the train view
+    removes exactly the same edges in every mode.
+
+    The splitter hashes each node's *rank* in its type (its raw id's position in ascending order;
+    graphstore.shards.format), not its dense id: dense ids depend on the partition count, ranks
+    do not, so re-partitioning a graph into more machines keeps every split.
+    """
+
+    def __init__(self, splitter: DistNodeAnchorLinkSplitter, manifest: "Manifest") -> None:
+        self.splitter, self.manifest = splitter, manifest
+
+    def _ranks(self, node_type: str, dense: np.ndarray) -> np.ndarray:
+        return self.manifest.node_ranges(node_type).rank_of_dense(dense.astype(np.int64, copy=False))
+
+    def label_codes(self, name: str, anchors: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """int8 split code of each (anchor, label) row of supervision edge type ``name``
+        (as the user reads it: anchors are its source nodes), hashed a chunk at a time."""
+        info = self.manifest.edge_types[name]
+        out = np.empty(len(anchors), dtype=np.int8)
+        for lo in range(0, len(anchors), _CODES_CHUNK):
+            a = self._ranks(info.src_node_type, anchors[lo:lo + _CODES_CHUNK])
+            if self.splitter.per_edge:
+                b = self._ranks(info.dst_node_type, labels[lo:lo + _CODES_CHUNK])
+                out[lo:lo + len(a)] = self.splitter.assign_edges(name, a, b, info.count)
+            else:
+                out[lo:lo + len(a)] = self.splitter.assign(
+                    info.src_node_type, a, self.manifest.node_types[info.src_node_type].count)
+        return out
+
+    def anchor_codes(self, name: str, anchors: np.ndarray) -> np.ndarray:
+        """int8 split code of each anchor of supervision edge type ``name`` (node-based
+        splitters only: a per-edge splitter splits (anchor, label) rows)."""
+        info = self.manifest.edge_types[name]
+        return self.splitter.assign(info.src_node_type, self._ranks(info.src_node_type, anchors),
+                                    self.manifest.node_types[info.src_node_type].count)
+
+    def base_of(self, name: str) -> str | None:
+        """The supervision type whose split removes edges of ``name`` (itself, or the type it
+        reverses), None when the train view keeps every edge of ``name``."""
+        info = self.manifest.edge_types[name]
+        if info.is_supervision:
+            return name
+        if info.reverse_of and self.manifest.edge_types[info.reverse_of].is_supervision:
+            return info.reverse_of
+        return None
+
+    def keep(self, name: str, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+        """Which edges (``src`` -> ``dst``) of ``name`` stay in the train view: a bool mask, or
+        None when every edge of the type stays. All of a supervision type's edges go when
+        ``should_convert_labels_to_edges`` is false; otherwise the train split's stay."""
+        base = self.base_of(name)
+        if base is None:
+            return None
+        if not self.splitter.should_convert_labels_to_edges:
+            return np.zeros(len(src), dtype=bool)
+        anchors, labels = (src, dst) if base == name else (dst, src)
+        return self.label_codes(base, anchors, labels) == SPLIT_CODE["train"]
+

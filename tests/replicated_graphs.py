@@ -83,7 +83,10 @@ def raw_labels(shards_uri: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 def held_out_mask(built: Built, name: str, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Edges of ``name`` whose supervision pair is in val/test under the built splitter (the
-    edges graph-store storage removes), computed from the splitter's own functions."""
+    edges graph-store storage removes), computed from the splitter's own functions over the
+    nodes' ranks (graphstore.splitter.SplitRules: splits do not depend on the partition count)."""
+    from tests.shard_sets import ranks
+
     from graphstore.config import EdgeType
     from graphstore.storage.dataset import load_splitter
 
@@ -98,9 +101,11 @@ def held_out_mask(built: Built, name: str, src: np.ndarray, dst: np.ndarray) -> 
         base, anchors, labels = info.reverse_of, dst, src
     else:
         return np.zeros(len(src), dtype=bool)
+    et = EdgeType.parse(base)
+    anchors = ranks(s, et.src_node_type)[anchors]
     if splitter.per_edge:
+        labels = ranks(s, et.dst_node_type)[labels]
         codes = splitter.assign_edges(base, anchors, labels, s.manifest.edge_types[base].count)
     else:
-        anchor_type = EdgeType.parse(base).src_node_type
-        codes = splitter.assign(anchor_type, anchors, s.manifest.node_types[anchor_type].count)
+        codes = splitter.assign(et.src_node_type, anchors, s.manifest.node_types[et.src_node_type].count)
     return codes != SPLIT_CODE["train"]

@@ -37,3 +37,16 @@ def old_and_new_graphs(base: Path) -> dict[str, Path]:
         out[name] = base / f"data_{name}"
         generate_dataset(DatasetSpec.from_num_edges(3000, kind="homo", seed=seed), str(out[name]))
     return out
+
+
+def ranks(shards: ShardSet, node_type: str):
+    """int64 array: the rank of each dense id of ``node_type``, its raw id's position among the
+    type's raw ids in ascending order (strings by code point, which is UTF-8 byte order),
+    computed from the id map alone."""
+    import numpy as np
+
+    raw = shards.id_map(node_type).column("raw_id").to_pylist()
+    order = sorted(range(len(raw)), key=raw.__getitem__)  # dense ids by ascending raw id
+    out = np.empty(len(raw), dtype=np.int64)
+    out[order] = np.arange(len(raw))
+    return out

@@ -5,11 +5,7 @@ writable file-backed map (``np.memmap``), so writing a section larger than memor
 cache, not anonymous memory; its checksum is read back from the map once it is complete. The
 preamble is written last (graphstore.replicated.format).
 
-CSR build in two passes over the same batches (pure numpy, no Python loop per edge):
-:func:`count_rows` adds each batch's row keys to a degree array; ``indptr`` is its prefix sum;
-:func:`scatter_positions` then places every element of a batch at ``cursor[row] + rank``
-(rank: its position among the batch's elements of that row) and advances ``cursor``. Batches
-read in edge id order therefore leave each row's elements in edge id order.
+The streaming CSR build the writer fills sections with is graphstore.csr's.
 """
 
 from __future__ import annotations
@@ -24,33 +20,6 @@ from graphstore.replicated.format import (
 )
 
 _HASH_CHUNK = 16 << 20
-
-
-def count_rows(keys: np.ndarray, degree: np.ndarray) -> None:
-    """``degree[k] += (number of times k occurs in keys)``, in place."""
-    if len(keys):
-        degree += np.bincount(keys, minlength=len(degree))
-
-
-def indptr_of(degree: np.ndarray) -> np.ndarray:
-    """``[0, d0, d0+d1, ...]``: int64, one longer than ``degree``."""
-    out = np.zeros(len(degree) + 1, dtype=np.int64)
-    np.cumsum(degree, out=out[1:])
-    return out
-
-
-def scatter_positions(keys: np.ndarray, cursor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(order, positions)``: element ``order[i]`` of the batch goes to ``positions[i]``.
-
-    Stable: elements of one row keep their batch order. ``cursor[k]`` (the next free slot of
-    row k) is advanced by the count of k in ``keys``."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    uniq, first, counts = np.unique(sorted_keys, return_index=True, return_counts=True)
-    rank = np.arange(len(sorted_keys), dtype=np.int64) - np.repeat(first, counts)
-    positions = cursor[sorted_keys] + rank
-    cursor[uniq] += counts
-    return order, positions
 
 
 class SectionWriter:

@@ -18,7 +18,7 @@ split); the sections themselves are filled through file-backed maps (page cache,
 memory). Measured here (hetero graphs, 2 partitions): peak anonymous growth 39 / 56 MiB for 0.5 M
 / 2 M edges with ``batch_rows=65536``, 42 / 98 MiB with the default 1 M-row batches.
 The splitter is the one graph-store storage would use (``storageArgs``), applied with the same
-rules (graphstore.storage.dataset), so the train view removes exactly the edges storage removes.
+rules (graphstore.splitter.SplitRules), so the train view removes exactly the edges storage removes.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from graphstore.errors import UsageError
 from graphstore.replicated.format import (
     MAGIC, CsrView, EdgeTypeEntry, GraphHeader, LabelEntry, Kind,
 )
-from graphstore.replicated.sections import SectionWriter, count_rows, indptr_of, scatter_positions
+from graphstore.csr import count_rows, indptr_of, scatter_positions
+from graphstore.replicated.sections import SectionWriter
 from graphstore.shards.format import MANIFEST, Manifest, edge_dir, id_map_path, label_dir, node_dir
 from graphstore.shards.reader import ShardSet
-from graphstore.splitter import SPLIT_CODE, DistNodeAnchorLinkSplitter
+from graphstore.splitter import SPLIT_CODE, SplitRules
 from graphstore.storage.dataset import load_splitter
 
 log = logging.getLogger(__name__)
@@ -95,44 +96,12 @@ class _Source:
                        batch.column(1).to_numpy().astype(np.int64, copy=False))
 
 
-class _Split:
-    """The splitter's decisions with graph-store storage's rules (graphstore.storage.dataset)."""
-
-    def __init__(self, splitter: DistNodeAnchorLinkSplitter, m: Manifest) -> None:
-        self.s, self.m = splitter, m
-
-    def label_codes(self, name: str, anchors: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        et = EdgeType.parse(name)
-        if self.s.per_edge:
-            return self.s.assign_edges(name, anchors, labels, self.m.edge_types[name].count)
-        return self.s.assign(et.src_node_type, anchors,
-                             self.m.node_types[et.src_node_type].count)
-
-    def base_of(self, name: str) -> str | None:
-        """The supervision type whose split removes edges of ``name`` (itself, or the type it
-        reverses), None when the train view keeps every edge of ``name``."""
-        info = self.m.edge_types[name]
-        if info.is_supervision:
-            return name
-        if info.reverse_of and self.m.edge_types[info.reverse_of].is_supervision:
-            return info.reverse_of
-        return None
-
-    def keep(self, name: str, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Which edges of ``name`` stay in the train view."""
-        base = self.base_of(name)
-        if not self.s.should_convert_labels_to_edges:
-            return np.zeros(len(src), dtype=bool)
-        anchors, labels = (src, dst) if base == name else (dst, src)
-        return self.label_codes(base, anchors, labels) == SPLIT_CODE["train"]
-
-
 def _anchor_col(direction: str) -> int:
     """Which of (src, dst) a CSR row is keyed by: dst for "in" sampling, src for "out"."""
     return 1 if direction == "in" else 0
 
 
-def _write_edge_type(w: SectionWriter, src: _Source, name: str, split: _Split | None) -> EdgeTypeEntry:
+def _write_edge_type(w: SectionWriter, src: _Source, name: str, split: SplitRules | None) -> EdgeTypeEntry:
     m = src.m
     info = m.edge_types[name]
     et = EdgeType.parse(name)
@@ -175,7 +144,7 @@ def _write_edge_type(w: SectionWriter, src: _Source, name: str, split: _Split | 
                          is_supervision=info.is_supervision, views=result)
 
 
-def _write_labels(w: SectionWriter, src: _Source, name: str, split: _Split | None) -> LabelEntry:
+def _write_labels(w: SectionWriter, src: _Source, name: str, split: SplitRules | None) -> LabelEntry:
     et = EdgeType.parse(name)
     n = src.m.node_types[et.src_node_type].count
     degree = np.zeros(n, dtype=np.int64)
@@ -259,7 +228,7 @@ def write_graph_file(shards: ShardSet | str, output: str, *, storage_args: Stora
                          f"{m.sample_edge_direction!r} but storageArgs say "
                          f"{storage_args.sample_edge_direction!r}; re-partition")
     splitter = load_splitter(storage_args) if storage_args is not None else None
-    split = _Split(splitter, m) if splitter is not None else None
+    split = SplitRules(splitter, m) if splitter is not None else None
     src = _Source(shards, batch_rows)
     t0 = time.perf_counter()
 

@@ -1,21 +1,34 @@
 """Build one storage partition: shard files -> GLT ``DistDataset`` + the storage-side state.
 
 Order (docs/runtime.md, "Graph-store sessions"; once per storage machine, before any session):
-  1. read and verify the partition's shard files (graphstore.shards.reader);
-  2. if ``storageArgs.splitter_cls_path`` names a splitter, split every supervision anchor
-     (node-based) or every supervision edge (``per_edge`` splitters), hash-deterministic
-     (graphstore.splitter), and remove the val/test supervision edges from the message-passing
-     graph (all supervision edges when ``should_convert_labels_to_edges`` is false), forward and
-     reverse types alike, so evaluation never samples the edge it is asked to predict; the hard
-     negatives of a supervision type (``hardNegativeEdgeTypes``: labels only, never in the graph)
-     are split by the same rule: with their anchor (node-based), or per edge by the same hash of
-     (their own edge type, anchor, node);
-  3. build the GLT ``DistDataset`` on CPU (``graph_mode='CPU'``, features without GPU).
+  1. per supervision edge type (and per hard-negative type): its labels, sorted by anchor, and
+     their split (graphstore.splitter.SplitRules: node-based, by the anchor, or per edge; the
+     hard negatives of a supervision type split with their anchor, or per edge by the hash of
+     their own edge type, anchor and node);
+  2. per edge type of the message-passing graph: the adjacency GLT samples from, one row per
+     anchor (CSR for ``out`` sampling, CSC for ``in``), without the val/test supervision edges
+     (all supervision edges when ``should_convert_labels_to_edges`` is false), forward and
+     reverse types alike, so evaluation never samples the edge it is asked to predict;
+  3. per node type with features: the float32 feature matrix of the partition's range;
+  4. the GLT ``DistDataset`` on CPU (``graph_mode='CPU'``), its partition books the ranges of
+     the shard format (``P + 1`` bounds per type, graphstore.glt_adapter.range_partition_book),
+     its feature rows the range's ids minus the range's start.
+
+Memory (the scale rules of DESIGN 6b): everything is built from files streamed in batches of
+:data:`STREAM_ROWS` rows, each read twice (count, then place: graphstore.csr), straight into the
+arrays that stay: per stored edge its neighbour and its edge id (16 B), per label its anchor and
+node (16 B, + 1 B of split code per edge-split label), per feature value 4 B, per node of the
+partition a few int64 (the adjacency's row pointer and a write cursor while it is built). Nothing
+is held per node of the whole graph: the row pointer GLT 0.2.4 needs is indexed by global id, so
+its rows below the partition's range are left as a hole of a sparse shared-memory file (never
+written, never resident: graphstore.glt_adapter.shared_zeros). Arrays GLT reads are allocated in
+shared memory, so the session process and its sampling workers map the same pages (GLT copies a
+tensor into shared memory unless it already is).
 
 The returned :class:`StorageState` is what a partition answers the storage protocol from
 (graphstore.storage.service: splits, labels, node ids, the graph's ``DatasetMetadata``, built here
-from the manifest, where its edge type names are parsed); it is plain numpy and frozen values and
-pickles into each spawned session process.
+from the manifest, where its edge type names are parsed); its arrays are shared-memory torch
+tensors too, so they pickle into each spawned session process as handles, not copies.
 """
 
 from __future__ import annotations
@@ -24,45 +37,57 @@ import importlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterator
 
 import numpy as np
+import torch
 
 from graphstore import glt_adapter
 from graphstore.config import EdgeType, StorageArgs
+from graphstore.csr import count_rows, indptr_of, scatter_positions
 from graphstore.dataset_metadata import DatasetMetadata
 from graphstore.errors import UsageError
-from graphstore.shards.reader import PartitionData, ShardSet
-from graphstore.splitter import SPLIT_CODE, DistNodeAnchorLinkSplitter
+from graphstore.shards.format import Manifest, edge_dir, label_dir, node_dir
+from graphstore.shards.reader import ShardFormatError, ShardSet
+from graphstore.splitter import SPLIT_CODE, DistNodeAnchorLinkSplitter, SplitRules
 
 log = logging.getLogger(__name__)
+STREAM_ROWS = 1 << 20
+"""Rows per batch when a partition's files are streamed (two int64 columns: 16 MiB)."""
 
 
 @dataclass(frozen=True)
 class Supervision:
-    """The labels of one supervision edge type whose anchors this partition owns."""
+    """The labels of one supervision (or hard-negative) edge type whose anchors this partition
+    owns. Tensors are int64 unless said, in shared memory; ``numpy()`` views them."""
 
     edge_type: EdgeType
-    anchor_src: np.ndarray  # int64 anchors, sorted ascending (one row per positive label)
-    label_dst: np.ndarray  # int64 label nodes, aligned with anchor_src
-    anchors_by_split: dict[str, np.ndarray]  # "all" / "train" / "val" / "test" -> sorted unique
-    label_split: np.ndarray | None = None  # per-edge splits: int8 split code of each label row
+    anchor_src: torch.Tensor  # anchors, ascending (one row per label; file order within one)
+    label_dst: torch.Tensor  # label nodes, aligned with anchor_src
+    anchors_by_split: dict[str, torch.Tensor]  # "all" / "train" / "val" / "test" -> ascending, unique
+    label_split: torch.Tensor | None = None  # per-edge splits: int8 split code of each label row
 
 
 @dataclass(frozen=True)
 class StorageState:
     """What one partition answers from (graphstore.storage.queries): the graph's metadata, the
-    ids it owns, its supervision labels and splits. Keys are node type names and ``EdgeType``
-    values; ``supervision`` has a key for each of ``metadata.supervision_edge_types``."""
+    range of ids it owns per node type, its supervision labels and splits. Keys are node type
+    names and ``EdgeType`` values; ``supervision`` has a key for each of
+    ``metadata.supervision_edge_types``."""
 
     partition: int
     metadata: DatasetMetadata
-    owned_nodes: dict[str, np.ndarray]  # sorted dense ids this partition owns, per node type
+    owned_ranges: dict[str, tuple[int, int]]  # node type -> [start, end) of its dense ids here
     supervision: dict[EdgeType, Supervision]
     edge_counts: dict[EdgeType, int] = field(default_factory=dict)  # after split filtering
     negatives: dict[EdgeType, Supervision] = field(default_factory=dict)
     """Hard negatives per supervision edge type (keys of ``metadata.hard_negative_edge_types``):
     the negative type's (anchor, node) rows, split like the supervision type's labels."""
+
+    def owned_ids(self, node_type: str) -> np.ndarray:
+        """The dense ids of ``node_type`` this partition owns (its range), ascending."""
+        lo, hi = self.owned_ranges[node_type]
+        return np.arange(lo, hi, dtype=np.int64)
 
 
 def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
@@ -81,118 +106,234 @@ def load_splitter(args: StorageArgs) -> DistNodeAnchorLinkSplitter | None:
         raise UsageError(f"storageArgs.splitter_kwargs do not fit {args.splitter_cls_path}: {exc}") from None
 
 
-def _supervision(data: PartitionData, et: EdgeType, splitter: DistNodeAnchorLinkSplitter | None,
-                 node_counts: Mapping[str, int], num_edges: int) -> Supervision:
-    """The labels of ``et`` (a supervision or a hard-negative type) sorted by anchor, and their
-    split: per edge by the hash of (``et``, anchor, node), or per anchor by the anchor node type's
-    hash, which a negative type shares with its supervision type (same anchors, same split)."""
-    lab = data.labels[str(et)]
-    order = np.argsort(lab.src, kind="stable")
-    src, dst = lab.src[order], lab.dst[order]
-    anchors = np.unique(src)
-    by_split = {"all": anchors}
-    label_split = None
-    if splitter is not None and splitter.per_edge:
-        label_split = splitter.assign_edges(str(et), src, dst, num_edges)
-        for name, code in SPLIT_CODE.items():
-            by_split[name] = np.unique(src[label_split == code])
-    elif splitter is not None:
-        codes = splitter.assign(et.src_node_type, anchors, node_counts[et.src_node_type])
-        for name, code in SPLIT_CODE.items():
-            by_split[name] = anchors[codes == code]
-    return Supervision(et, src, dst, by_split, label_split)
+# -- streaming a partition's files ----------------------------------------------------------------
+def _pairs(shards: ShardSet, rel_dir: str, columns: tuple[str, str],
+           verify: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(a, b)`` int64 arrays of two columns of the files under ``rel_dir``, batch by batch, in
+    file order (the order edge ids follow)."""
+    for batch in shards.stream_dir(rel_dir, list(columns), batch_rows=STREAM_ROWS, verify=verify):
+        yield (batch.column(0).to_numpy().astype(np.int64, copy=False),
+               batch.column(1).to_numpy().astype(np.int64, copy=False))
 
 
-def _negatives(data: PartitionData, manifest, meta: DatasetMetadata,
-               splitter: DistNodeAnchorLinkSplitter | None) -> dict[EdgeType, Supervision]:
-    """Hard negatives per supervision type (module docs, step 2); an integer ``num_val`` /
-    ``num_test`` of a per-edge splitter counts over the negative type's own rows."""
-    out = {}
-    for sup, neg in meta.hard_negative_edge_types.items():
-        rows = sum(manifest.edge_types[str(neg)].labels_per_partition or ())
-        out[sup] = _supervision(data, neg, splitter, meta.node_counts, rows)
-    return out
+def _shared_numpy(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
+    tensor = glt_adapter.shared_zeros(shape, dtype)
+    return tensor, tensor.numpy()
 
 
-def _keep_mask(data: PartitionData, et: EdgeType, reverse_of: EdgeType | None,
-               splitter: DistNodeAnchorLinkSplitter, node_counts: Mapping[str, int],
-               num_edges: int) -> np.ndarray:
-    """Which edges of a supervision type (or of ``reverse_of``'s reverse type ``et``) stay in
-    the message-passing graph."""
-    edges = data.edges[str(et)]
-    base = reverse_of or et
-    anchors, labels = (edges.dst, edges.src) if reverse_of else (edges.src, edges.dst)
-    if not splitter.should_convert_labels_to_edges:
-        return np.zeros(len(anchors), dtype=bool)
-    if splitter.per_edge:
-        codes = splitter.assign_edges(str(base), anchors, labels, num_edges)
+def _local_rows(keys: np.ndarray, lo: int, hi: int, where: str) -> np.ndarray:
+    """``keys - lo``, checked to lie in the partition's range ``[lo, hi)``."""
+    if len(keys) and (keys.min() < lo or keys.max() >= hi):
+        raise ShardFormatError(f"{where}: a row's anchor is outside the partition's range "
+                               f"[{lo}, {hi}); re-partition")
+    return keys - lo
+
+
+@dataclass(frozen=True)
+class _Adjacency:
+    """One edge type's rows for GLT: ``indptr`` over global anchor ids (rows below the range a
+    hole), ``indices`` the other endpoint of each edge, ``eids`` its edge id."""
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    eids: torch.Tensor
+
+    @property
+    def count(self) -> int:
+        return int(self.indices.numel())
+
+
+def _adjacency(shards: ShardSet, partition: int, name: str, rules: SplitRules | None
+               ) -> _Adjacency:
+    """The adjacency of edge type ``name`` in ``partition`` (module docs, step 2)."""
+    m = shards.manifest
+    info = m.edge_types[name]
+    anchor_is_dst = m.sample_edge_direction == "in"
+    anchor_type = info.dst_node_type if anchor_is_dst else info.src_node_type
+    lo, hi = m.node_bounds(anchor_type)[partition:partition + 2]
+    rel = edge_dir(partition, name)
+    where = f"{shards.source_uri}/{rel}"
+    degree = np.zeros(hi - lo, dtype=np.int64)
+    rows_read = 0
+    for src, dst in _pairs(shards, rel, ("src", "dst"), verify=True):  # pass 1: degrees
+        keep = rules.keep(name, src, dst) if rules is not None else None
+        anchors = dst if anchor_is_dst else src
+        count_rows(_local_rows(anchors if keep is None else anchors[keep], lo, hi, where), degree)
+        rows_read += len(src)
+    if rows_read != info.counts_per_partition[partition]:
+        raise ShardFormatError(f"{where}: {rows_read} rows, manifest says "
+                               f"{info.counts_per_partition[partition]}")
+    indptr, indptr_np = _shared_numpy((hi + 1,), torch.int64)
+    indptr_of(degree, out=indptr_np[lo:])  # indptr[lo] = 0; rows below lo: the hole
+    kept = int(indptr_np[hi])
+    cursor = indptr_np[lo:hi].copy()
+    del degree
+    indices, indices_np = _shared_numpy((kept,), torch.int64)
+    eids, eids_np = _shared_numpy((kept,), torch.int64)
+    next_id = m.edge_id_base(name, partition)
+    for src, dst in _pairs(shards, rel, ("src", "dst"), verify=False):  # pass 2: place
+        ids = np.arange(next_id, next_id + len(src), dtype=np.int64)
+        next_id += len(src)
+        keep = rules.keep(name, src, dst) if rules is not None else None
+        if keep is not None:
+            src, dst, ids = src[keep], dst[keep], ids[keep]
+        anchors, others = (dst, src) if anchor_is_dst else (src, dst)
+        order, pos = scatter_positions(anchors - lo, cursor)
+        indices_np[pos] = others[order]
+        eids_np[pos] = ids[order]
+    return _Adjacency(indptr, indices, eids)
+
+
+def _labels(shards: ShardSet, partition: int, name: str, rules: SplitRules | None,
+            per_edge_split: bool) -> Supervision:
+    """The labels of supervision (or hard-negative) type ``name`` that ``partition`` holds,
+    sorted by anchor (module docs, step 1); from its own label files, or from the reverse
+    type's edges flipped (``labels_from``)."""
+    m = shards.manifest
+    info = m.edge_types[name]
+    et = EdgeType.parse(name)
+    if info.labels_from:  # the reverse type's (src, dst) are (label, anchor)
+        rel, columns = edge_dir(partition, info.labels_from), ("dst", "src")
     else:
-        codes = splitter.assign(base.src_node_type, anchors, node_counts[base.src_node_type])
-    return codes == SPLIT_CODE["train"]
+        rel, columns = label_dir(partition, name), ("src", "dst")
+    lo, hi = m.node_bounds(info.src_node_type)[partition:partition + 2]
+    where = f"{shards.source_uri}/{rel}"
+    degree = np.zeros(hi - lo, dtype=np.int64)
+    for anchors, _ in _pairs(shards, rel, columns, verify=True):  # pass 1
+        count_rows(_local_rows(anchors, lo, hi, where), degree)
+    total = int(degree.sum())
+    if total != info.labels_per_partition[partition]:
+        raise ShardFormatError(f"{where}: {total} label rows, manifest says "
+                               f"{info.labels_per_partition[partition]}")
+    cursor = indptr_of(degree)[:-1]
+    anchor_src, anchor_np = _shared_numpy((total,), torch.int64)
+    anchor_np[:] = np.repeat(np.arange(lo, hi, dtype=np.int64), degree)
+    label_dst, label_np = _shared_numpy((total,), torch.int64)
+    for anchors, labels in _pairs(shards, rel, columns, verify=False):  # pass 2
+        order, pos = scatter_positions(anchors - lo, cursor)
+        label_np[pos] = labels[order]
+    owned = np.arange(lo, hi, dtype=np.int64)[degree > 0]
+    del degree, cursor
+    by_split = {"all": owned}
+    label_split = None
+    if rules is not None and per_edge_split:
+        label_split, codes = _shared_numpy((total,), torch.int8)
+        codes[:] = rules.label_codes(name, anchor_np, label_np)
+        for split, code in SPLIT_CODE.items():
+            by_split[split] = _unique_sorted(anchor_np[codes == code])
+    elif rules is not None:
+        codes = rules.anchor_codes(name, owned)
+        for split, code in SPLIT_CODE.items():
+            by_split[split] = owned[codes == code]
+    return Supervision(et, anchor_src, label_dst,
+                       {k: _shared_copy(v) for k, v in by_split.items()}, label_split)
+
+
+def _unique_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an ascending array."""
+    if not len(values):
+        return values
+    return values[np.concatenate([[True], values[1:] != values[:-1]])]
+
+
+def _shared_copy(values: np.ndarray) -> torch.Tensor:
+    tensor, out = _shared_numpy(values.shape, torch.from_numpy(values[:0]).dtype)
+    out[...] = values
+    return tensor
+
+
+def _features(shards: ShardSet, partition: int, node_type: str) -> torch.Tensor:
+    """float32 ``[range size, dim]``: row ``i`` is the feature row of dense id ``start + i``
+    (module docs, step 3); each id of the range exactly once in the node files."""
+    m = shards.manifest
+    dim = m.node_types[node_type].feature_dim
+    lo, hi = m.node_bounds(node_type)[partition:partition + 2]
+    rel = node_dir(partition, node_type)
+    where = f"{shards.source_uri}/{rel}"
+    feats, out = _shared_numpy((hi - lo, dim), torch.float32)
+    seen = np.zeros(hi - lo, dtype=bool)
+    columns = ["int_id", *(f"f_{i}" for i in range(dim))]
+    for batch in shards.stream_dir(rel, columns, batch_rows=STREAM_ROWS, verify=True):
+        rows = _local_rows(batch.column(0).to_numpy().astype(np.int64, copy=False), lo, hi, where)
+        if seen[rows].any() or len(np.unique(rows)) != len(rows):
+            raise ShardFormatError(f"{where}: a node id appears twice; re-partition")
+        seen[rows] = True
+        for i in range(dim):
+            out[rows, i] = batch.column(i + 1).to_numpy()
+    if not seen.all():
+        raise ShardFormatError(f"{where}: {int((~seen).sum())} node(s) of the partition's range "
+                               f"[{lo}, {hi}) have no feature row; re-partition")
+    return feats
+
+
+def _supervisions(shards: ShardSet, partition: int, meta: DatasetMetadata,
+                  splitter: DistNodeAnchorLinkSplitter | None
+                  ) -> tuple[dict[EdgeType, Supervision], dict[EdgeType, Supervision]]:
+    """Labels of every supervision type, and the hard negatives of each (keyed by the
+    supervision type they serve)."""
+    rules = SplitRules(splitter, shards.manifest) if splitter is not None else None
+    per_edge = splitter is not None and splitter.per_edge
+    sup = {et: _labels(shards, partition, str(et), rules, per_edge)
+           for et in meta.supervision_edge_types}
+    neg = {s: _labels(shards, partition, str(n), rules, per_edge)
+           for s, n in meta.hard_negative_edge_types.items()}
+    return sup, neg
 
 
 def build_storage_dataset(shards: ShardSet, partition: int, storage_args: StorageArgs,
                           sample_edge_direction: str):
     """Return ``(glt DistDataset, StorageState)`` for one partition (see module docs)."""
-    import torch
     from graphlearn_torch.distributed import DistDataset
 
     glt_adapter.check_glt_version()
     t0 = time.perf_counter()
-    m = shards.manifest
+    m: Manifest = shards.manifest
     if m.sample_edge_direction != sample_edge_direction:
         raise UsageError(
             f"shards at {shards.source_uri} were partitioned for sample_edge_direction "
             f"{m.sample_edge_direction!r} but storageArgs say {sample_edge_direction!r}; re-partition")
-    data = shards.load_partition(partition)
+    if not 0 <= partition < m.num_partitions:
+        raise ShardFormatError(f"partition {partition} does not exist in {shards.source_uri} (it "
+                               f"has {m.num_partitions}: 0..{m.num_partitions - 1})")
     splitter = load_splitter(storage_args)
     meta = DatasetMetadata.from_manifest(m, has_splits=splitter is not None)
-    supervision = {et: _supervision(data, et, splitter, meta.node_counts, meta.edge_count(et))
-                   for et in meta.supervision_edge_types}
-    edge_index, edge_ids, edge_counts = {}, {}, {}
-    for et in meta.edge_types:
-        info = m.edge_types[str(et)]
-        reverse_of = EdgeType.parse(info.reverse_of) if info.reverse_of else None
-        e = data.edges[str(et)]
-        src, dst, eids = e.src, e.dst, e.eids
-        if splitter is not None and (et in supervision or reverse_of in supervision):
-            keep = _keep_mask(data, et, reverse_of, splitter, meta.node_counts,
-                              meta.edge_count(reverse_of or et))
-            src, dst, eids = src[keep], dst[keep], eids[keep]
-        edge_index[et.as_tuple()] = torch.from_numpy(np.stack([src, dst]))
-        edge_ids[et.as_tuple()] = torch.from_numpy(eids)
-        edge_counts[et] = int(len(src))
-    # one range of ids per partition: P + 1 bounds per type, rows offset by the range's start
+    supervision, negatives = _supervisions(shards, partition, meta, splitter)
+    rules = SplitRules(splitter, m) if splitter is not None else None
+    graph = {et: _adjacency(shards, partition, str(et), rules) for et in meta.edge_types}
     node_pb = {nt: glt_adapter.range_partition_book(m.node_bounds(nt), partition)
                for nt in m.node_types}
-    feats, id2idx = {}, {}
-    for nt, shard in data.nodes.items():
-        if shard.feats is None:
-            continue
-        feats[nt], id2idx[nt] = torch.from_numpy(shard.feats), node_pb[nt].id2index
+    feats = {nt: _features(shards, partition, nt) for nt in m.node_types
+             if m.node_types[nt].feature_dim}
+    layout = "CSC" if sample_edge_direction == "in" else "CSR"
+    edge_index = {et.as_tuple(): ((a.indices, a.indptr) if layout == "CSC" else
+                                  (a.indptr, a.indices)) for et, a in graph.items()}
+    edge_ids = {et.as_tuple(): a.eids for et, a in graph.items()}
     ds = DistDataset(num_partitions=m.num_partitions, partition_idx=partition,
                      edge_dir=sample_edge_direction)
     if meta.is_homogeneous:
-        (nt,) = m.node_types
-        (et,) = edge_index
-        ds.init_graph(edge_index=edge_index[et], edge_ids=edge_ids[et], layout="COO",
+        ((nt,), (et,)) = m.node_types, edge_index
+        ds.init_graph(edge_index=edge_index[et], edge_ids=edge_ids[et], layout=layout,
                       graph_mode="CPU", directed=True)
         ds.node_pb = node_pb[nt]
         if feats:
-            ds.init_node_features(feats[nt], id2idx[nt], with_gpu=False)
+            ds.init_node_features(feats[nt], node_pb[nt].id2index, with_gpu=False)
     else:
-        ds.init_graph(edge_index=edge_index, edge_ids=edge_ids, layout="COO", graph_mode="CPU",
+        ds.init_graph(edge_index=edge_index, edge_ids=edge_ids, layout=layout, graph_mode="CPU",
                       directed=True)
         ds.node_pb = node_pb
         if feats:
-            ds.init_node_features(feats, id2idx, with_gpu=False)
+            ds.init_node_features(feats, {nt: node_pb[nt].id2index for nt in feats},
+                                  with_gpu=False)
         glt_adapter.set_no_node_labels(ds)
+    bounds = {nt: m.node_bounds(nt)[partition:partition + 2] for nt in m.node_types}
     state = StorageState(
         partition=partition, metadata=meta,
-        owned_nodes={nt: np.sort(s.ids) for nt, s in data.nodes.items()},
-        supervision=supervision, edge_counts=edge_counts,
-        negatives=_negatives(data, m, meta, splitter))
-    log.info("partition=%d loaded edges=%d nodes=%d splits=%s seconds=%.2f", partition,
-             sum(edge_counts.values()), sum(len(v) for v in state.owned_nodes.values()),
-             meta.has_splits, time.perf_counter() - t0)
+        owned_ranges={nt: (int(lo), int(hi)) for nt, (lo, hi) in bounds.items()},
+        supervision=supervision, edge_counts={et: a.count for et, a in graph.items()},
+        negatives=negatives)
+    log.info("partition=%d loaded edges=%d nodes=%d labels=%d splits=%s seconds=%.2f", partition,
+             sum(a.count for a in graph.values()), sum(hi - lo for lo, hi in bounds.values()),
+             sum(s.anchor_src.numel() for s in supervision.values()), meta.has_splits,
+             time.perf_counter() - t0)
     return ds, state
+

@@ -2,7 +2,9 @@
 
 Pure functions of a :class:`~graphstore.storage.dataset.StorageState`, which
 graphstore.storage.service turns into replies of the storage protocol (over RPC in graph-store
-mode, in-process in colocated mode). Slicing rule:
+mode, in-process in colocated mode). The state's arrays are shared-memory tensors; these
+functions read them as numpy views and return new arrays (a reply never aliases the state).
+Slicing rule:
 slice ``rank`` of ``world_size`` is the contiguous range ``[rank*n//w, (rank+1)*n//w)`` of the
 sorted ids, so the slices of all ranks cover every id exactly once.
 """
@@ -32,16 +34,20 @@ def split_anchors(sup: Supervision, split: str | None) -> np.ndarray:
     if key not in sup.anchors_by_split:
         raise UsageError(f"storage has no {split!r} split: set storageArgs.splitter_cls_path "
                          "(e.g. graphstore.DistNodeAnchorLinkSplitter) in the stage's storage config")
-    return sup.anchors_by_split[key]
+    return sup.anchors_by_split[key].numpy()
 
 
 def node_ids(s: StorageState, rank: int, world_size: int, node_type: str,
              split: str | None) -> torch.Tensor:
     """Owned ids of ``node_type`` (or its anchors in ``split``), slice ``rank`` of ``world_size``."""
     if split is None:
-        if node_type not in s.owned_nodes:
-            raise UsageError(f"unknown node type {node_type!r} (have {list(s.owned_nodes)})")
-        ids = s.owned_nodes[node_type]
+        if node_type not in s.owned_ranges:
+            raise UsageError(f"unknown node type {node_type!r} (have {list(s.owned_ranges)})")
+        lo, hi = s.owned_ranges[node_type]
+        n = hi - lo
+        if not 0 <= rank < world_size:
+            raise UsageError(f"rank {rank} is not in [0, {world_size})")
+        return torch.arange(lo + rank * n // world_size, lo + (rank + 1) * n // world_size)
     else:
         sups = [v for et, v in s.supervision.items() if et.src_node_type == node_type]
         if not sups:
@@ -61,19 +67,20 @@ def supervision(s: StorageState, supervision_edge_type: EdgeType) -> Supervision
 def labels_of(sup: Supervision, anchors: np.ndarray, split: str | None = None) -> np.ndarray:
     """``[2, P]`` (anchor, label) pairs of the given owned anchors (sorted anchors in, sorted
     out). With a per-edge split, only the pairs of ``split`` (every pair when it is None)."""
-    lo = np.searchsorted(sup.anchor_src, anchors, side="left")
-    hi = np.searchsorted(sup.anchor_src, anchors, side="right")
+    src = sup.anchor_src.numpy()
+    lo = np.searchsorted(src, anchors, side="left")
+    hi = np.searchsorted(src, anchors, side="right")
     counts = hi - lo
     starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
     rows = np.arange(int(counts.sum())) + starts
     if sup.label_split is not None and split in SPLIT_CODE:
-        rows = rows[sup.label_split[rows] == SPLIT_CODE[split]]
+        rows = rows[sup.label_split.numpy()[rows] == SPLIT_CODE[split]]
     return _pairs(sup, rows)
 
 
 def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
     """``[2, len(rows)]`` int64 (anchor, label) of the given label rows."""
-    return np.stack([sup.anchor_src[rows], sup.label_dst[rows]]).astype(np.int64)
+    return np.stack([sup.anchor_src.numpy()[rows], sup.label_dst.numpy()[rows]]).astype(np.int64)
 
 
 def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
@@ -83,7 +90,7 @@ def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
     negative labels (``[2, N]`` (anchor, node) pairs sorted by anchor, of that split likewise;
     an anchor may have none)."""
     sup = supervision(s, supervision_edge_type)
-    anchors = np.ascontiguousarray(contiguous_slice(split_anchors(sup, split), rank, world_size))
+    anchors = np.array(contiguous_slice(split_anchors(sup, split), rank, world_size))  # a copy
     et = supervision_edge_type
     pairs = labels_of(sup, anchors, split)
     negatives = {}
@@ -99,7 +106,8 @@ def positive_pairs_to(s: StorageState, supervision_edge_type: EdgeType,
     """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, for the
     anchors this partition owns: what a filtered evaluation skips among its candidates."""
     sup = supervision(s, supervision_edge_type)
-    return torch.from_numpy(_pairs(sup, np.flatnonzero(np.isin(sup.label_dst, label_ids))))
+    rows = np.flatnonzero(np.isin(sup.label_dst.numpy(), label_ids))
+    return torch.from_numpy(_pairs(sup, rows))
 
 
 def labels_for(s: StorageState, supervision_edge_type: EdgeType, anchors: np.ndarray) -> np.ndarray:
@@ -107,7 +115,7 @@ def labels_for(s: StorageState, supervision_edge_type: EdgeType, anchors: np.nda
     partition owns (UsageError otherwise)."""
     sup = supervision(s, supervision_edge_type)
     owned = np.sort(anchors)
-    if len(owned) and not np.isin(owned, sup.anchors_by_split["all"]).all():
+    if len(owned) and not np.isin(owned, sup.anchors_by_split["all"].numpy()).all():
         raise UsageError(f"partition {s.partition} does not own some of the given "
                          f"{supervision_edge_type} anchors")
     return labels_of(sup, owned)

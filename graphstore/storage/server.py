@@ -11,6 +11,13 @@ Order (docs/runtime.md, "Graph-store sessions"):
      group after the first one left, hence one process per session. Its exit code is checked, and
      it is joined with ``sessionTimeoutS``.
 
+Each session process is started one step ahead (:class:`SessionProcess`): session 0's before step
+1, session k + 1's as soon as session k has its work. It imports torch and GLT and starts its
+sampling forkserver (several seconds on a busy machine) while the previous step runs, then waits
+for its dataset, which it gets only once the previous session has exited; a process started for
+a session that never comes is told to stop (or, failing that, killed) when the storage process
+ends.
+
 Compute processes talk to a session only through graphstore.storage.protocol: each session
 process registers a :class:`~graphstore.storage.service.StorageService` over its partition there,
 and GLT's ``request_server`` runs ``protocol.call`` on it. This module is storage-only: nothing on
@@ -23,6 +30,7 @@ import logging
 import math
 import multiprocessing as mp
 import time
+from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
@@ -51,15 +59,28 @@ servers); an idle worker exits at once."""
 
 
 # -- sessions --------------------------------------------------------------------------------------
-def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
-                  storage_index: int, log_level: int) -> None:
-    """Body of one spawned server-session process."""
-    import graphlearn_torch as glt
+def _session_entry(conn: Connection, session: int, storage_index: int, log_level: int) -> None:
+    """Body of one server-session process: prepare, then wait for the session's work (a
+    ``(dataset, state, info)`` tuple; None: no such session after all)."""
+    import graphlearn_torch  # noqa: F401  (the slow import, while the previous step runs)
 
     from graphstore.cli import setup_logging
 
     setup_logging(f"storage{storage_index}/s{session}", log_level)
     glt_adapter.prepare_sampling_server(PRODUCER_JOIN_S)  # before the session's first loader
+    work = conn.recv()
+    conn.close()
+    if work is None:
+        return
+    dataset, state, info = work
+    _session_main(session, dataset, state, info, storage_index)
+
+
+def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
+                  storage_index: int) -> None:
+    """One server session, in its own process (module docs, step 3)."""
+    import graphlearn_torch as glt
+
     protocol.register_service(StorageService(state, "127.0.0.1" if info.is_local else "",
                                              PortHold()))
     torch.set_num_threads(1)
@@ -81,23 +102,74 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
     log.info("session=%d done seconds=%.1f", session, time.perf_counter() - t0)
 
 
-def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_index: int) -> None:
-    """Run every server session in its own spawned process, one after another."""
-    ctx = mp.get_context("spawn")  # not a forkserver: see graphstore.processes
-    for session in range(info.num_server_sessions):
-        proc = ctx.Process(target=_session_main, name=f"storage{storage_index}-session{session}",
-                           args=(session, dataset, state, info, storage_index,
-                                 logging.getLogger().level))
-        proc.start()
+class SessionProcess:
+    """One server session's process, started before its session has work (module docs).
+
+    ``give(work)`` hands it ``(dataset, state, info)`` (tensors travel as shared memory, as
+    spawn arguments would); ``join_checked`` waits for it with the session timeout; ``stop``
+    ends it whatever state it is in (idempotent).
+    """
+
+    def __init__(self, session: int, storage_index: int) -> None:
+        ctx = mp.get_context("spawn")  # not a forkserver: see graphstore.processes
+        self.session, self.storage_index = session, storage_index
+        reader, self._conn = ctx.Pipe(duplex=False)  # it receives, we send
+        self.process = ctx.Process(target=_session_entry, args=(reader, session, storage_index,
+                                                                logging.getLogger().level),
+                                   name=f"storage{storage_index}-session{session}")
+        self.process.start()
+        reader.close()
+        self._given = False
+
+    def give(self, work: tuple | None) -> None:
+        self._conn.send(work)
+        self._given = work is not None
+
+    def join_checked(self, info: GraphStoreInfo) -> None:
+        """Wait for the session to end: RuntimeFailure when it outlives ``sessionTimeoutS`` or
+        exits non-zero."""
+        proc, i, s = self.process, self.storage_index, self.session
         proc.join(timeout=info.runtime.session_timeout_s)
         if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=info.runtime.shutdown_timeout_s)
-            raise RuntimeFailure(f"storage {storage_index}: session {session} exceeded "
+            self.stop(info.runtime.shutdown_timeout_s)
+            raise RuntimeFailure(f"storage {i}: session {s} exceeded "
                                  f"{info.runtime.session_timeout_s:.0f}s (sessionTimeoutS)")
         if proc.exitcode != 0:
-            raise RuntimeFailure(f"storage {storage_index}: session {session} process exited "
-                                 f"with code {proc.exitcode}")
+            raise RuntimeFailure(f"storage {i}: session {s} process exited with code "
+                                 f"{proc.exitcode}")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """End the process: told to stop when it has no work yet, killed otherwise or when it
+        does not exit within ``timeout_s``."""
+        if self.process.exitcode is None and not self._given:
+            try:
+                self.give(None)
+            except OSError:
+                pass
+            self.process.join(timeout=timeout_s)
+        if self.process.exitcode is None:
+            self.process.kill()
+            self.process.join(timeout=timeout_s)
+        self._conn.close()
+
+
+def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_index: int,
+                   first: SessionProcess | None = None) -> None:
+    """Run every server session in its own process, one after another; ``first``: session 0's
+    process, already started (module docs)."""
+    current = first or SessionProcess(0, storage_index)
+    upcoming: SessionProcess | None = None
+    try:
+        for session in range(info.num_server_sessions):
+            current.give((dataset, state, info))
+            if session + 1 < info.num_server_sessions:
+                upcoming = SessionProcess(session + 1, storage_index)
+            current.join_checked(info)
+            current, upcoming = upcoming, None
+    finally:
+        for proc in (current, upcoming):
+            if proc is not None:
+                proc.stop(info.runtime.shutdown_timeout_s)
 
 
 def load_partition(shards_uri: str, partition: int, num_storage: int,
@@ -125,16 +197,19 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
     session_ports = PortHold(hold_s=math.inf)  # bound by the sessions, one after another
+    first = SessionProcess(0, topology.machine_index)  # imports while we agree and load
     try:
         info = agree_on_cluster(ctx, topology, session_ports)
         dataset, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
                                            info.num_storage_nodes, ctx.storage.storage_args)
-        serve_sessions(dataset, state, info, topology.machine_index)
+        serve_sessions(dataset, state, info, topology.machine_index, first)
     finally:
+        first.stop(ctx.task.runtime.shutdown_timeout_s)
         session_ports.close()
     log.info("storage %d served %d session(s); exiting", topology.machine_index,
              info.num_server_sessions)
     return 0
 
 
-__all__ = ["load_partition", "run_storage", "serve_sessions", "SERVER_GROUP", "CLIENT_GROUP"]
+__all__ = ["SessionProcess", "load_partition", "run_storage", "serve_sessions", "SERVER_GROUP",
+           "CLIENT_GROUP"]

@@ -86,7 +86,8 @@ from graphstore.storage.server import load_partition
 task = load_task_config(sys.argv[1])
 _, state, fetched = load_partition(sys.argv[2], int(sys.argv[3]), 2,
                                    task.trainer.storage.storage_args)
-print(json.dumps({"fetched": fetched, "owned": {k: len(v) for k, v in state.owned_nodes.items()}}))
+print(json.dumps({"fetched": fetched,
+                  "owned": {k: hi - lo for k, (lo, hi) in state.owned_ranges.items()}}))
 """
 EXPORT = """
 import json, sys

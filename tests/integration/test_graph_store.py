@@ -32,6 +32,7 @@ from graphstore.partition import partition_graph
 from graphstore.shards.reader import ShardSet
 
 from graphstore.splitter import DistNodeAnchorLinkSplitter
+from tests.shard_sets import ranks
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "tests" / "integration" / "probe_compute.py"
@@ -225,7 +226,8 @@ def _check_run(run: Path, data: Path, kind: str, direction: str) -> None:
     assert not (by_split["val"] & by_split["test"])
     assert by_split["train"] | by_split["val"] | by_split["test"] == all_anchors
     splitter = DistNodeAnchorLinkSplitter(**dict(SPLITTER, sampling_direction=direction))
-    codes = splitter.assign(src_t, np.array(sorted(all_anchors)), shards.manifest.node_types[src_t].count)
+    codes = splitter.assign(src_t, ranks(shards, src_t)[np.array(sorted(all_anchors))],
+                            shards.manifest.node_types[src_t].count)  # ranks: independent of P
     assert {a for a, c in zip(sorted(all_anchors), codes) if c == 2} == by_split["test"]
     assert 0.05 < len(by_split["test"]) / len(all_anchors) < 0.4
     # every training (anchor, positive) pair is seen exactly once in the epoch, across ranks
@@ -364,8 +366,8 @@ def test_a_gigl_style_script_gets_gigls_answers_through_the_launcher(tmp_path, k
     assert got[None] == Counter(range(m.node_types[anchor_t].count))
     sup = keys[0] if homo else "user__buys__item"
     anchors = np.unique(np.concatenate([shards.load_partition(p).labels[sup].src for p in range(2)]))
-    codes = DistNodeAnchorLinkSplitter(**SPLITTER).assign(anchor_t, anchors,
-                                                         m.node_types[anchor_t].count)
+    codes = DistNodeAnchorLinkSplitter(**SPLITTER).assign(  # of ranks: independent of P
+        anchor_t, ranks(shards, anchor_t)[anchors], m.node_types[anchor_t].count)
     for split, code in (("train", 0), ("val", 1), ("test", 2)):
         assert got[split] == Counter(anchors[codes == code].tolist()), split
     for r in recs:  # the ABLP anchors are the train node ids, their labels keyed by the edge type

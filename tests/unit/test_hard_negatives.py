@@ -28,6 +28,7 @@ from graphstore.shards.reader import ShardSet
 from graphstore.training.losses import (
     accidental_hit_mask, candidate_scores, hard_negative_mask, retrieval_loss,
 )
+from tests.shard_sets import ranks
 from tests.unit.test_partition import SQL_ONLY, make_raw, run_partition, task_dict, write_configs
 
 BUYS = {"srcNodeType": "user", "relation": "buys", "dstNodeType": "item"}
@@ -153,13 +154,14 @@ def test_storage_splits_negatives_with_their_anchors_and_serves_them(shards, spl
             anchors = set(got.anchor_nodes.tolist())
             negs = got.negative_labels[SUP.as_tuple()]
             assert set(negs[0].tolist()) <= anchors and (negs[0].diff() >= 0).all()
-            rows = np.isin(neg.anchor_src, list(anchors))
+            src, dst = neg.anchor_src.numpy(), neg.label_dst.numpy()
+            rows = np.isin(src, list(anchors))
             if neg.label_split is not None:  # per edge: the negative's own hash, its own split
-                want = DistEdgeLinkSplitter(num_val=0.3, num_test=0.3).assign_edges(
-                    str(NEG), neg.anchor_src, neg.label_dst, len(pairs))
+                want = DistEdgeLinkSplitter(num_val=0.3, num_test=0.3).assign_edges(  # of ranks
+                    str(NEG), ranks(shards, "user")[src], ranks(shards, "item")[dst], len(pairs))
                 rows &= want == SPLIT_CODE[split]
             assert sorted(map(tuple, negs.T.tolist())) == sorted(
-                zip(neg.anchor_src[rows].tolist(), neg.label_dst[rows].tolist()))
+                zip(src[rows].tolist(), dst[rows].tolist()))
             served += _raw(shards, negs[0].numpy(), negs[1].numpy())
     if splitter.endswith("NodeAnchorLinkSplitter"):  # anchors without a positive have none
         buyers = {u for p in range(3) for u in shards.load_partition(p).labels[str(SUP)].src}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from graphstore.config import EdgeType
 from graphstore.dataset_metadata import DatasetMetadata
 from graphstore.errors import UsageError
-from graphstore.splitter import DistEdgeLinkSplitter, DistNodeAnchorLinkSplitter, splitmix64
-from graphstore.storage import dataset as dataset_mod
+from graphstore.shards.format import EdgeTypeInfo, Manifest, NodeTypeInfo
+from graphstore.splitter import (DistEdgeLinkSplitter, DistNodeAnchorLinkSplitter, SplitRules,
+                                 splitmix64)
 from graphstore.storage import queries
 from graphstore.storage.dataset import StorageState, Supervision
 
@@ -49,13 +51,34 @@ def test_splitmix64_is_a_bijection_on_a_sample():
 BUYS = EdgeType(src_node_type="user", relation="buys", dst_node_type="item")
 
 
+def _t(values) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(values, dtype=np.int64))
+
+
 def _state() -> StorageState:
     src = np.array([1, 1, 1, 4, 6, 6, 9], dtype=np.int64)
     dst = np.array([10, 11, 12, 13, 14, 15, 16], dtype=np.int64)
-    sup = Supervision(BUYS, src, dst,
-                      {"all": np.array([1, 4, 6, 9]), "train": np.array([1, 6, 9]),
-                       "val": np.array([4]), "test": np.array([], dtype=np.int64)})
+    sup = Supervision(BUYS, _t(src), _t(dst),
+                      {"all": _t([1, 4, 6, 9]), "train": _t([1, 6, 9]),
+                       "val": _t([4]), "test": _t([])})
     return _one_partition_state(sup, users=10, items=20)
+
+
+def _manifest(users: int, items: int, edges: int) -> Manifest:
+    """One partition of a user-buys-item graph with its reverse type (dense ids = ranks)."""
+    def edge(src: str, rel: str, dst: str, **kw) -> EdgeTypeInfo:
+        return EdgeTypeInfo(src_node_type=src, relation=rel, dst_node_type=dst, count=edges,
+                            counts_per_partition=(edges,), has_weight=False, feature_dim=0, **kw)
+    return Manifest(
+        schema_version=3, num_partitions=1, sample_edge_direction="in",
+        node_types={nt: NodeTypeInfo(count=n, id_dtype="int64", feature_dim=0,
+                                     counts_per_partition=(n,))
+                    for nt, n in (("user", users), ("item", items))},
+        edge_types={"user__buys__item": edge("user", "buys", "item", is_supervision=True,
+                                             labels_per_partition=(edges,)),
+                    "item__rev_buys__user": edge("item", "rev_buys", "user", is_supervision=False,
+                                                 reverse_of="user__buys__item")},
+        files={}, config_hash="-", created_at="-")
 
 
 def _one_partition_state(sup: Supervision, users: int, items: int) -> StorageState:
@@ -66,7 +89,7 @@ def _one_partition_state(sup: Supervision, users: int, items: int) -> StorageSta
                            edge_counts_per_partition={BUYS: (len(sup.anchor_src),)},
                            node_feature_dims={"user": 0, "item": 0}, has_splits=True)
     return StorageState(partition=0, metadata=meta,
-                        owned_nodes={"user": np.arange(users), "item": np.arange(items)},
+                        owned_ranges={"user": (0, users), "item": (0, items)},
                         supervision={BUYS: sup})
 
 
@@ -117,14 +140,17 @@ def test_edge_split_is_per_edge_deterministic_and_honours_fractions():
 
 
 def _edge_split_state() -> StorageState:
-    """Labels of a per-edge split built as storage builds them (dataset._supervision)."""
-    from graphstore.shards.reader import LabelShard, PartitionData
-
+    """Labels sorted by anchor with their per-edge split, as storage holds them."""
     rng = np.random.default_rng(5)
     src, dst = rng.integers(0, 50, 3000), rng.integers(0, 80, 3000)
-    data = PartitionData(0, {}, {}, {"user__buys__item": LabelShard(src, dst)})
-    splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
-    sup = dataset_mod._supervision(data, BUYS, splitter, {"user": 50}, len(src))
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    codes = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2).assign_edges(
+        "user__buys__item", src, dst, len(src))
+    by_split = {"all": _t(np.unique(src))}
+    by_split.update({s: _t(np.unique(src[codes == c])) for s, c in (("train", 0), ("val", 1),
+                                                                    ("test", 2))})
+    sup = Supervision(BUYS, _t(src), _t(dst), by_split, torch.from_numpy(codes))
     return _one_partition_state(sup, users=50, items=80)
 
 
@@ -132,38 +158,33 @@ def test_edge_split_ablp_inputs_hold_each_label_once_in_its_own_split():
     s = _edge_split_state()
     sup = s.supervision[BUYS]
     splitter = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2)
-    codes = splitter.assign_edges("user__buys__item", sup.anchor_src, sup.label_dst,
-                                  len(sup.anchor_src))
+    src, dst = sup.anchor_src.numpy(), sup.label_dst.numpy()
+    codes = splitter.assign_edges("user__buys__item", src, dst, len(src))
     everything = []
     for split, code in (("train", 0), ("val", 1), ("test", 2)):
         parts = [queries.ablp_input(s, split, r, 3, BUYS) for r in range(3)]
         pairs = np.concatenate([p.positive_labels[("user", "buys", "item")].numpy() for p in parts], 1)
-        want = np.stack([sup.anchor_src[codes == code], sup.label_dst[codes == code]])
+        want = np.stack([src[codes == code], dst[codes == code]])
         assert sorted(map(tuple, pairs.T)) == sorted(map(tuple, want.T)), split
         anchors = np.concatenate([p.anchor_nodes.numpy() for p in parts])
         assert np.array_equal(anchors, np.unique(want[0]))
         everything.extend(map(tuple, pairs.T))
-    assert sorted(everything) == sorted(zip(sup.anchor_src.tolist(), sup.label_dst.tolist()))
+    assert sorted(everything) == sorted(zip(src.tolist(), dst.tolist()))
     # a filtered evaluation skips every known positive of the anchor among its candidates
     cand = np.array([3, 7, 11, 79])
     known = queries.positive_pairs_to(s, BUYS, cand).numpy()
-    want = [(a, b) for a, b in zip(sup.anchor_src.tolist(), sup.label_dst.tolist()) if b in cand]
+    want = [(a, b) for a, b in zip(src.tolist(), dst.tolist()) if b in cand]
     assert sorted(map(tuple, known.T)) == sorted(want) and len(want) > 0
 
 
 def test_edge_split_keeps_only_training_edges_for_message_passing():
-    from graphstore.shards.reader import EdgeShard, PartitionData
-
     rng = np.random.default_rng(9)
     src, dst = rng.integers(0, 50, 2000), rng.integers(0, 80, 2000)
-    eids = np.arange(2000)
-    data = PartitionData(0, {}, {"user__buys__item": EdgeShard(src, dst, eids, None, None),
-                                 "item__rev_buys__user": EdgeShard(dst, src, eids, None, None)}, {})
     splitter = DistEdgeLinkSplitter(num_val=0.1, num_test=0.1)
     codes = splitter.assign_edges("user__buys__item", src, dst, 2000)
-    keep = dataset_mod._keep_mask(data, BUYS, None, splitter, {}, 2000)
-    keep_rev = dataset_mod._keep_mask(data, BUYS.reverse(), BUYS, splitter,
-                                      {}, 2000)
+    rules = SplitRules(splitter, _manifest(50, 80, 2000))  # one partition: dense ids are ranks
+    keep = rules.keep("user__buys__item", src, dst)
+    keep_rev = rules.keep("item__rev_buys__user", dst, src)
     assert np.array_equal(keep, codes == 0) and np.array_equal(keep_rev, codes == 0)
     assert 0.75 < keep.mean() < 0.85
 
@@ -172,30 +193,56 @@ def test_node_split_keeps_only_training_anchors_edges_in_both_directions():
     """The reverse type (item -rev_buys-> user) holds each supervision edge flipped: its anchor is
     the edge's *destination*. Users and items share id ranges, so hashing the item side as if it
     were the user would pick other edges (checked below: that mask differs)."""
-    from graphstore.shards.reader import EdgeShard, PartitionData
-
     rng = np.random.default_rng(11)
     users, items = 400, 400
     src, dst = rng.integers(0, users, 3000), rng.integers(0, items, 3000)
-    eids = np.arange(3000)
-    data = PartitionData(0, {}, {"user__buys__item": EdgeShard(src, dst, eids, None, None),
-                                 "item__rev_buys__user": EdgeShard(dst, src, eids, None, None)}, {})
     splitter = DistNodeAnchorLinkSplitter(num_val=0.2, num_test=0.2)
-    counts = {"user": users, "item": items}
     codes = splitter.assign("user", np.arange(users), users)  # per user id
-    keep = dataset_mod._keep_mask(data, BUYS, None, splitter, counts, 3000)
-    keep_rev = dataset_mod._keep_mask(data, BUYS.reverse(), BUYS, splitter,
-                                      counts, 3000)
+    manifest = _manifest(users, items, 3000)
+    keep = SplitRules(splitter, manifest).keep("user__buys__item", src, dst)
+    keep_rev = SplitRules(splitter, manifest).keep("item__rev_buys__user", dst, src)
     assert np.array_equal(keep, codes[src] == 0)  # forward: the source is the anchor
     assert np.array_equal(keep_rev, codes[src] == 0)  # reverse: its destination (src above)
     heldout = set(np.flatnonzero(codes != 0).tolist())
-    rev = data.edges["item__rev_buys__user"]
-    assert not heldout & set(rev.dst[keep_rev].tolist())  # no held-out anchor keeps an in-edge
+    assert not heldout & set(src[keep_rev].tolist())  # no held-out anchor keeps an in-edge
     assert not heldout & set(src[keep].tolist())
     assert 0.5 < keep.mean() < 0.7  # ~60 % of users train: the masks are not trivially all/none
-    wrong_side = splitter.assign("user", rev.src, users) == 0  # hashing the item end instead
+    wrong_side = splitter.assign("user", dst, users) == 0  # hashing the item end instead
     assert (wrong_side != keep_rev).mean() > 0.3
     # labels not converted to edges: no supervision edge is in the graph, either direction
     off = DistNodeAnchorLinkSplitter(num_val=0.2, num_test=0.2, should_convert_labels_to_edges=False)
-    assert not dataset_mod._keep_mask(data, BUYS.reverse(), BUYS, off,
-                                      counts, 3000).any()
+    assert not SplitRules(off, manifest).keep("item__rev_buys__user", dst, src).any()
+
+
+@pytest.mark.parametrize("splitter", ["graphstore.DistNodeAnchorLinkSplitter",
+                                      "graphstore.DistEdgeLinkSplitter"])
+def test_splits_do_not_depend_on_the_partition_count(tmp_path, splitter):
+    """The same raw graph in 2 and in 3 partitions: every anchor (node split) or label (edge
+    split) lands in the same split, read back as raw ids. Dense ids differ between the two."""
+    from graphstore.config import StorageArgs
+    from graphstore.shards.reader import ShardSet
+    from graphstore.storage.dataset import build_storage_dataset
+    from tests.unit.test_partition import make_raw, run_partition, task_dict
+
+    make_raw(tmp_path / "raw")
+    args = StorageArgs.model_validate({"sample_edge_direction": "in", "splitter_cls_path": splitter,
+                                       "splitter_kwargs": {"num_val": 0.3, "num_test": 0.3}})
+    got = {}
+    for parts in (2, 3):
+        out = tmp_path / f"p{parts}"
+        run_partition(tmp_path, task_dict(tmp_path / "raw"), out, num_partitions=parts)
+        shards = ShardSet.open(str(out))
+        users = shards.id_map("user").column("raw_id").to_pylist()
+        items = shards.id_map("item").column("raw_id").to_pylist()
+        seen = {}
+        for p in range(parts):
+            _, state = build_storage_dataset(shards, p, args, "in")
+            for split in ("train", "val", "test"):
+                pairs = queries.ablp_input(state, split, 0, 1, BUYS).positive_labels[BUYS.as_tuple()]
+                seen.setdefault(split, set()).update(
+                    (users[a], items[b]) for a, b in pairs.T.tolist())
+        got[parts] = seen
+    assert all(got[2][s] for s in ("train", "val", "test"))  # every split is populated
+    assert got[2] == got[3]
+    assert ShardSet.open(str(tmp_path / "p2")).id_map("user").column("raw_id").to_pylist() != \
+        ShardSet.open(str(tmp_path / "p3")).id_map("user").column("raw_id").to_pylist()
