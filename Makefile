@@ -26,7 +26,7 @@ demo: setup
 	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp $(DEMO_FLAGS)
 
 test: setup emulators browser
-	$(PY) -m pytest -q --timeout=900 --durations=15
+	$(PY) -m pytest -q --timeout=900 --durations=25
 
 test-unit: setup
 	$(PY) -m pytest -q tests/unit

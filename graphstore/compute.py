@@ -160,8 +160,11 @@ def shared_port(proc: _ComputeProcess) -> int:
 
 
 def shutdown_compute_process() -> None:
-    """Stop heartbeats, shut the RPC client down (ends the session), destroy the groups (the
-    compute process group and, on CUDA, the NCCL group of DDP).
+    """Stop heartbeats, shut the RPC client down (ends the session), wait for every compute rank
+    to have done so (a barrier of the compute group: a worker forked from the machine's worker
+    server leaves without interpreter shutdown, graphstore.workers, and a rank that left while a
+    peer was still in its graceful RPC shutdown failed that peer's with "Connection reset by
+    peer"), destroy the groups (the compute process group and, on CUDA, the NCCL group of DDP).
 
     Replicated mode destroys nothing: the groups belong to Ray Train, whose torch backend
     destroys them once every worker's function has returned. Destroying a gloo group right
@@ -179,13 +182,18 @@ def shutdown_compute_process() -> None:
 
     global _CURRENT
     proc = current()
+    t0 = time.perf_counter()
+    rpc_s = 0.0
     if not getattr(proc.info, "replicated", False):  # replicated: no RPC, Ray Train's groups
         if proc.info.colocated:
             glt.distributed.shutdown_rpc()
         else:
             proc.heartbeat.stop()
             glt.distributed.shutdown_client()
+        rpc_s = time.perf_counter() - t0
         if dist.is_initialized():
+            dist.barrier()
             dist.destroy_process_group()
     _CURRENT = None
-    log.info("compute rank=%d shut down", proc.rank)
+    log.info("compute rank=%d shut down rpc_s=%.2f seconds=%.2f", proc.rank, rpc_s,
+             time.perf_counter() - t0)

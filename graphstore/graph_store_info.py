@@ -113,10 +113,9 @@ def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float,
     deadlocked here in torch 2.3 (~ProcessGroupGloo joins a worker thread that waits for the GIL
     to free the collective's tensors), even with a barrier in between.
     """
-    import torch.distributed as dist
-
     store = glt_adapter.default_store()
     store.set_timeout(datetime.timedelta(seconds=timeout_s))
+    rank = topology.rank
     pick = port_hold.ports if port_hold is not None else free_ports
     if topology.role == "storage" and topology.machine_index == 0:
         store.set("graphstore/storage_rpc_ports",
@@ -134,14 +133,19 @@ def _exchange(topology: ClusterTopology, sessions: int, timeout_s: float,
         "compute_pg_ports": tuple(int(p) for p in store.get("graphstore/compute_pg_ports").decode().split(",")),
         "job_id": store.get("graphstore/job_id").decode(),
     }
-    # rank 0 hosts the store: it waits until everyone has read before anyone may destroy the group
-    store.add("graphstore/read", 1)
+    # two steps through the store before anyone destroys the group. 1: every rank waits until
+    # everyone has read: a rank that destroyed its gloo pairs while a slower one was still
+    # connecting the mesh made that one fail in init_process_group ("connectFullMesh ...
+    # Connection closed by peer": seen in a loaded test run, always the last storage rank).
+    # 2: rank 0 hosts the store, so it waits until every rank is done with the store
     deadline = time.monotonic() + timeout_s
-    while dist.get_rank() == 0 and store.add("graphstore/read", 0) < topology.world_size:
-        if time.monotonic() > deadline:
-            raise RuntimeFailure("get_graph_store_info: not every machine read the cluster info "
-                                 f"within {timeout_s:.0f}s (clusterInitTimeoutS)")
-        time.sleep(0.05)
+    for key, ranks_waiting in (("graphstore/read", True), ("graphstore/left", rank == 0)):
+        store.add(key, 1)
+        while ranks_waiting and store.add(key, 0) < topology.world_size:
+            if time.monotonic() > deadline:
+                raise RuntimeFailure("get_graph_store_info: not every machine read the cluster "
+                                     f"info within {timeout_s:.0f}s (clusterInitTimeoutS)")
+            time.sleep(0.05)
     return merged
 
 

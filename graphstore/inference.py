@@ -102,7 +102,10 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
                 done = sum(len(t) for t in ids)
                 log.info("infer %s rank=%d batches=%d/~%d nodes=%d/%d nodes_per_s=%.0f", node_type,
                          rank, i, num_batches, done, total, done / (time.perf_counter() - t0))
+    t_shut = time.perf_counter()
     loader.shutdown()
+    log.info("infer %s rank=%d loader shut down in %.2f s", node_type, rank,
+             time.perf_counter() - t_shut)
     dim = int(ckpt["model_config"]["out_dim"])
     mine_ids = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
     mine = torch.cat(embs) if embs else torch.empty(0, dim)
@@ -136,7 +139,7 @@ def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:
     args = InferencerArgs.from_mapping(ctx.task.inferencer.inferencer_args)
     ckpt = load_checkpoint(args.checkpoint or ctx.paths.model)
     node_types = ctx.task.inferencer.node_types
-    with compute_machine(ctx, topology) as machine:  # the mode: graph store, colocated, replicated
+    with compute_machine(ctx, topology, __name__) as machine:  # the mode: graph store, colocated, replicated
         for session, node_type in enumerate(node_types):
             t0 = time.perf_counter()
             log.info("infer session %d/%d: node type %s", session + 1, len(node_types), node_type)

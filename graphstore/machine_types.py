@@ -79,6 +79,36 @@ def unknown_reason(name: str) -> str:
             "docs/configs.md#machine-types)")
 
 
+HOURLY_RATES_USD: Mapping[str, tuple[float, float]] = MappingProxyType({
+    "e2": (0.021811, 0.002923), "n1": (0.031611, 0.004237), "n2": (0.031611, 0.004237)})
+"""Compute Engine on-demand list prices in us-central1, USD per vCPU-hour and per GiB-hour, by
+family (:data:`PRICE_SOURCE`). Families without a rate here (c2, m1, the GPU families) have no
+price: :func:`cheapest_holding` never picks them."""
+PRICE_SOURCE = ("Compute Engine on-demand rates for us-central1 as quoted by third-party price "
+                "books (retrieved 2026-09-25; Google's pricing page was not readable here): "
+                "e2 $0.021811/vCPU-h + $0.002923/GiB-h, n1 and n2 $0.031611 + $0.004237. Vertex AI "
+                "training charges a premium on top: n1-standard-4 is $0.2185/h there (2026-10-07) "
+                "against $0.19 on Compute Engine, ~1.15x")
+"""Where :data:`HOURLY_RATES_USD` come from, as ``pipeline plan`` states it."""
+
+
+def hourly_price_usd(kind: MachineType) -> float | None:
+    """Compute Engine's on-demand price of ``kind`` (:data:`HOURLY_RATES_USD`), None when its
+    family has no rate here."""
+    rates = HOURLY_RATES_USD.get(kind.name.split("-", 1)[0])
+    if rates is None:
+        return None
+    return kind.vcpus * rates[0] + kind.memory_gib * rates[1]
+
+
+def cheapest_holding(memory_mib: int) -> MachineType | None:
+    """The machine type with a price (:func:`hourly_price_usd`) and at least ``memory_mib`` of
+    memory that costs least per hour (fewest vCPUs on a tie); None when none holds it."""
+    fits = [t for t in MACHINE_TYPES.values()
+            if t.memory_mib >= memory_mib and hourly_price_usd(t) is not None]
+    return min(fits, key=lambda t: (hourly_price_usd(t), t.vcpus, t.name)) if fits else None
+
+
 def smallest_holding(memory_mib: int, families: tuple[str, ...] = ("n2-highmem", "n2-standard",
                                                                    "m1-ultramem")) -> MachineType | None:
     """The machine type of ``families`` with the least memory that is at least ``memory_mib``."""

@@ -10,13 +10,14 @@ of a second: loaders are ready in ~2.5–5 s. Arguments still travel to the chil
 (tensors through shared memory), exactly as under spawn; the forkserver never touches CUDA or
 RPC, so forking from it is safe.
 
-Only the sampling workers start this way. A forkserver child ends with ``os._exit`` (no
-interpreter shutdown), so a process whose last act is a *graceful* RPC shutdown (compute workers,
-storage server sessions) vanishes the moment its own shutdown returns, while slower peers may still
-be finishing theirs: one training run with compute workers on a forkserver failed in rank 1's
-``rpc.shutdown`` with "Connection reset by peer" while another pipeline loaded the machine. Those
-processes stay on spawn. Sampling workers end with ``shutdown_rpc(graceful=False)`` (GLT), so
-nothing waits on them.
+A forkserver child ends with ``os._exit`` (no interpreter shutdown), so a process whose last act
+is a *graceful* RPC shutdown vanishes the moment its own shutdown returns, while slower peers may
+still be finishing theirs: one training run with compute workers on a forkserver failed in rank
+1's ``rpc.shutdown`` with "Connection reset by peer" while another pipeline loaded the machine.
+Sampling workers end with ``shutdown_rpc(graceful=False)`` (GLT), so nothing waits on them;
+compute workers (forked from their machine's own worker server, graphstore.workers) wait for each
+other after their RPC shutdown (graphstore.compute.shutdown_compute_process); storage server
+sessions stay on spawn.
 
 GLT has no hook for its start method: :func:`graphstore.glt_adapter.prepare_sampling_server`
 puts a :class:`PreloadedMultiprocessing` in place of the ``mp`` module global that

@@ -1,9 +1,11 @@
 """How much memory and disk one storage machine needs for its partition (torch-free, pure).
 
 What a storage machine holds is counted per partition (:class:`PartitionLoad`), either from a
-shard set's manifest (exact) or from raw table row counts before partitioning (an even split of
-the graph over the partitions: nodes are assigned ``int_id % P``, edges by their anchor). The
-memory model is linear in those counts; its coefficients were **measured** on our own storage
+shard set's manifest (exact), from raw table row counts before partitioning, or from counts alone
+(``pipeline plan --nodes N --edges E ...``; both an even split of the graph over the partitions:
+each partition owns one range of ``~N/P`` nodes per type, edges go with their anchor). The
+memory model is linear in those counts, all of them the partition's own: nothing in it grows with
+the whole graph (DESIGN 6b). Its coefficients were **measured** on our own storage
 processes (see :data:`MEASURED`): ``benchmarks/plan.py --calibrate`` generates graphs of
 different shapes, partitions each into 2, runs the real train stage through the local launcher
 (``components.storage`` processes, a short ``components.train``), samples the proportional set
@@ -38,7 +40,7 @@ class MemoryModel:
     base_mib: float  # the processes themselves (Python, torch, GLT, one session, no data)
     bytes_per_edge: float  # per stored edge row of the message-passing graph (reverse types too)
     bytes_per_label: float  # per supervision label row the partition answers from
-    bytes_per_node: float  # per node of the WHOLE graph (partition books and id -> row indexes)
+    bytes_per_owned_node: float  # per node the partition owns (row pointers, cursors)
     bytes_per_feature_value: float  # per float32 feature value the partition holds
     per_compute_process_mib: float  # per compute process served (its loaders' channels, workers)
     measured: str  # how and where the numbers were measured
@@ -48,13 +50,13 @@ class MemoryModel:
         ``compute_processes`` compute processes (>= 1)."""
         return int(self.base_mib * MIB + self.bytes_per_edge * load.edges
                    + self.bytes_per_label * load.labels
-                   + self.bytes_per_node * load.nodes_total
+                   + self.bytes_per_owned_node * load.nodes_owned
                    + self.bytes_per_feature_value * load.feature_values
                    + self.per_compute_process_mib * MIB * max(0, compute_processes - 1))
 
 
 MEASURED = MemoryModel(
-    base_mib=1058.0, bytes_per_edge=115.9, bytes_per_label=114.5, bytes_per_node=38.0,
+    base_mib=1058.0, bytes_per_edge=115.9, bytes_per_label=114.5, bytes_per_owned_node=38.0,
     bytes_per_feature_value=16.1, per_compute_process_mib=71.5,
     measured=("2026-12-01, `python benchmarks/plan.py --calibrate` (2 CPUs): peak PSS of the "
               "storage process trees of 6 generated graphs (20 k-4 M edges, 2 k-1.5 M nodes, 16-128 "
@@ -91,7 +93,7 @@ class PartitionLoad:
     partition: int
     edges: int  # stored edge rows of every type (reverse types included)
     labels: int  # supervision label rows placed here (own files, or a reverse type's edges)
-    nodes_total: int  # nodes of every type in the whole graph
+    nodes_total: int  # nodes of every type in the whole graph (the graph file of replicated mode)
     nodes_owned: int  # nodes this partition owns
     feature_values: int  # float32 feature values it holds (owned nodes x dim, edges x edge dim)
     shard_bytes: int  # bytes of the shard files it downloads (its part_<p>/, the manifest)
@@ -133,7 +135,7 @@ class TableCounts:
 def loads_from_tables(task: TaskConfig, num_partitions: int,
                       counts: TableCounts) -> list[PartitionLoad]:
     """Estimated :class:`PartitionLoad` of each partition before partitioning: the graph's rows
-    split evenly (nodes by ``int_id % P``, edges by anchor). A node type without a table is
+    split evenly (each partition a range of ~N/P nodes per type, edges by anchor). A node type without a table is
     counted as the rows of the edge tables that touch it (an upper bound: its ids come from
     them). Reverse edge types and separate label rows are added as the partitioner adds them; a
     hard-negative edge type (``hardNegativeEdgeTypes``) is label rows only (no edges, no reverse)."""
@@ -171,6 +173,37 @@ def loads_from_tables(task: TaskConfig, num_partitions: int,
                           nodes_total=nodes_total,
                           nodes_owned=math.ceil(nodes_total / p),
                           feature_values=math.ceil(feats / p),
+                          shard_bytes=math.ceil(PARQUET_OVERHEAD * shard / p), exact=False)
+            for i in range(p)]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GraphCounts:
+    """A graph described by counts alone (``pipeline plan --nodes ...``): ``nodes`` of every type,
+    ``edges`` the storage holds (reverse types included), ``feature_dim`` float32 values per node,
+    ``labels`` supervision label rows."""
+
+    nodes: int
+    edges: int
+    feature_dim: int = 0
+    labels: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "edges", "feature_dim", "labels"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"GraphCounts.{name} must be >= 0, got {getattr(self, name)}")
+
+
+def loads_from_counts(counts: GraphCounts, num_partitions: int) -> list[PartitionLoad]:
+    """Estimated :class:`PartitionLoad` per partition: an even split (the numbering's node
+    ranges differ by at most one node; edges and labels by their anchors). Shard bytes: per
+    edge and per label two int64 ids, per node its id and its features, plus Parquet's framing."""
+    p = num_partitions
+    shard = (16 * (counts.edges + counts.labels) + counts.nodes * (8 + 4 * counts.feature_dim))
+    return [PartitionLoad(partition=i, edges=math.ceil(counts.edges / p),
+                          labels=math.ceil(counts.labels / p), nodes_total=counts.nodes,
+                          nodes_owned=math.ceil(counts.nodes / p),
+                          feature_values=math.ceil(counts.nodes / p) * counts.feature_dim,
                           shard_bytes=math.ceil(PARQUET_OVERHEAD * shard / p), exact=False)
             for i in range(p)]
 

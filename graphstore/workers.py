@@ -1,15 +1,21 @@
-"""Spawn a compute machine's worker processes and turn a worker's death into one line.
+"""Start a compute machine's worker processes and turn a worker's death into one line.
 
-:class:`WorkerPool` starts the processes of one session before the session has work: each imports
-torch, GLT and PyG (seconds on a busy machine) while its parent agrees on the cluster or runs
-the previous session, then waits for ``(fn, args)`` and runs ``fn(local_rank, *args)``, once.
-:func:`spawn_workers` is a pool used at once.
+Workers are forked from a *forkserver* that imported the worker's module (the trainer or the
+inferencer: torch, GLT and PyG, ~3.5 s of CPU per process here) once: :func:`start_worker_server`
+starts it early, so its imports overlap with the machine's agreement on the cluster, and every
+session's workers then start in a fraction of a second instead of importing it all again (a
+machine with L local ranks saved L imports per session: the inferencer runs one session per node
+type). A forkserver child leaves with ``os._exit``, without interpreter shutdown, so a worker must
+not exit while a peer is still in its graceful RPC shutdown: ``shutdown_compute_process`` ends
+with a barrier of the compute group after the RPC shutdown (graphstore.compute). Where there is
+no forkserver (not Linux), workers are spawned.
 
-``torch.multiprocessing.spawn`` ends the other workers when one fails (each worker also gets
-SIGINT if the machine's main process dies: torch sets ``PR_SET_PDEATHSIG``), then raises
+``torch.multiprocessing.start_processes`` ends the other workers when one fails, then raises
 ``ProcessExitedException`` (killed, or exited non-zero without a Python exception, e.g. a
 heartbeat's ``os._exit(1)``) or ``ProcessRaisedException`` (with the worker's traceback as text).
-:func:`spawn_workers` maps them onto the error contract (graphstore.errors), naming the worker:
+A worker whose machine's main process dies goes with it: torch sets ``PR_SET_PDEATHSIG`` to the
+forkserver, which exits when the main process does. :func:`spawn_workers` maps the errors onto the
+error contract (graphstore.errors), naming the worker:
 
 - killed / non-zero exit -> :class:`RuntimeFailure`: ``compute process rank 1 (local rank 1,
   pid 4242) was killed by signal SIGKILL`` (exit 1);
@@ -21,9 +27,8 @@ heartbeat's ``os._exit(1)``) or ``ProcessRaisedException`` (with the worker's tr
 from __future__ import annotations
 
 import importlib
-import os
+import multiprocessing
 import re
-from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
 
 from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
@@ -31,93 +36,35 @@ from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
 _EXCEPTION_LINE = re.compile(r"^graphstore(\.\w+)+(: |$)")
 
 
-def _pooled(local_rank: int, inboxes: Sequence[Connection]) -> None:
-    """A pool process: wait for its one piece of work (None: none after all), then run it."""
-    import graphlearn_torch  # noqa: F401  (the slow import, torch and PyG with it, before the work)
+def _start_method() -> str:
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
-    inbox = inboxes[local_rank]
-    work = inbox.recv()
-    for conn in inboxes:
-        conn.close()
-    if work is None:
+
+def start_worker_server(preload: Sequence[str]) -> None:
+    """Start this process's forkserver now, importing ``preload`` (module names) in the
+    background; call it before anything slow, once (later calls change nothing: the server keeps
+    the modules and the environment of its start)."""
+    if _start_method() != "forkserver":
         return
-    fn, args = work
-    fn(local_rank, *args)
+    from multiprocessing import forkserver
 
-
-class WorkerPool:
-    """``nprocs`` spawned processes waiting for one ``fn(local_rank, *args)`` each (module docs).
-
-    ``run`` hands every process the work and joins them (the error contract of
-    :func:`spawn_workers`); ``close`` ends processes that never got work. Use it once.
-    """
-
-    def __init__(self, nprocs: int) -> None:
-        import torch.multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        pipes = [ctx.Pipe(duplex=False) for _ in range(nprocs)]  # (reader, writer) each
-        self._writers = [w for _, w in pipes]
-        self.nprocs = nprocs
-        self._context = mp.start_processes(_pooled, args=([r for r, _ in pipes],), nprocs=nprocs,
-                                           join=False, start_method="spawn")
-        for reader, _ in pipes:
-            reader.close()
-        self._used = False
-
-    def run(self, fn: Callable[..., None], args: Sequence[Any], *, first_rank: int,
-            what: str = "compute process") -> None:
-        """Run ``fn(local_rank, *args)`` on every process and join them: returns when all exited
-        0, raises as the module docs say otherwise."""
-        if self._used:
-            raise RuntimeError("WorkerPool.run: a pool runs one piece of work")
-        self._used = True
-        for writer in self._writers:
-            writer.send((fn, tuple(args)))
-        _join(self._context, first_rank, what)
-
-    def close(self) -> None:
-        """End the processes: told to stop when they never got work; any still running after
-        that (a failed ``run``) are killed. Idempotent."""
-        import signal
-
-        if not self._used:
-            self._used = True
-            for writer in self._writers:
-                try:
-                    writer.send(None)
-                except OSError:  # that process is gone already
-                    pass
-        for writer in self._writers:
-            writer.close()
-        for proc in self._context.processes:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.join(timeout=10)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(preload))
+    forkserver.ensure_running()
 
 
 def spawn_workers(fn: Callable[..., None], args: Sequence[Any], nprocs: int, *, first_rank: int,
                   what: str = "compute process") -> None:
-    """Run ``fn(local_rank, *args)`` in ``nprocs`` spawned processes and join them.
+    """Run ``fn(local_rank, *args)`` in ``nprocs`` worker processes and join them.
 
     ``first_rank``: the global rank of local rank 0 (named in errors with each local rank).
     Returns when every worker exited 0; raises as the module docs say otherwise.
     """
-    pool = WorkerPool(nprocs)
-    try:
-        pool.run(fn, args, first_rank=first_rank, what=what)
-    finally:
-        pool.close()
-
-
-def _join(context: Any, first_rank: int, what: str) -> None:
-    """Join a torch ``ProcessContext``, the error contract applied (module docs)."""
     import torch.multiprocessing as mp
 
     try:
-        while not context.join():
-            pass
+        mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=True,
+                           start_method=_start_method())
     except mp.ProcessExitedException as exc:
         how = (f"was killed by signal {exc.signal_name}" if exc.signal_name
                else f"exited with code {exc.exit_code}")

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from graphstore import machine_types
 from graphstore.config import Problem, ResourceConfig, StageResources, TaskConfig
 from graphstore.sizing import (
-    GIB, IMAGE_DISK_GB, MEASURED, MEMORY_MARGIN, MIB, SYSTEM_RESERVE_MIB, PartitionLoad, TableCounts,
-    disk_needed_bytes, graph_file_bytes, loads_from_manifest, loads_from_tables, memory_needed_bytes,
+    GIB, IMAGE_DISK_GB, MEASURED, MEMORY_MARGIN, MIB, SYSTEM_RESERVE_MIB, GraphCounts,
+    PartitionLoad, TableCounts, disk_needed_bytes, graph_file_bytes, loads_from_manifest,
+    loads_from_tables, memory_needed_bytes,
 )
 
 STAGE_KEYS = {"train": ("trainer_resource_config", "vertex_ai_graph_store_trainer_config"),
@@ -84,7 +85,7 @@ def model_lines() -> list[str]:
     """The memory model and its allowances, as the report states them."""
     m = MEASURED
     return [f"memory model: peak = {m.base_mib:,.0f} MiB + {m.bytes_per_edge:.1f} B/edge + "
-            f"{m.bytes_per_label:.1f} B/label + {m.bytes_per_node:.1f} B/node (whole graph) + "
+            f"{m.bytes_per_label:.1f} B/label + {m.bytes_per_owned_node:.1f} B/owned node + "
             f"{m.bytes_per_feature_value:.1f} "
             f"B/feature value + {m.per_compute_process_mib:,.0f} MiB per compute process "
             "beyond the first",
@@ -95,11 +96,14 @@ def model_lines() -> list[str]:
 
 
 def _table(loads: list[PartitionLoad], compute: int) -> list[str]:
-    rows = [f"{'partition':>9} {'edges':>13} {'labels':>12} {'nodes(all)':>11} {'feature vals':>13} "
+    rows = [f"{'partition':>9} {'edges':>15} {'labels':>14} {'nodes':>13} {'feature vals':>15} "
             f"{'est. peak':>11} {'needs mem':>11} {'shard files':>11} {'needs disk':>11}"]
+    if len(loads) > 8 and len({(x.edges, x.labels, x.nodes_owned) for x in loads}) == 1:
+        loads = loads[:1]  # an even split: one row stands for all
+        rows[0] = rows[0].replace("partition", "each part")
     for load in loads:
-        rows.append(f"{load.partition:>9} {load.edges:>13,} {load.labels:>12,} {load.nodes_total:>11,} "
-                    f"{load.feature_values:>13,} {_gib(MEASURED.peak_bytes(load, compute)):>11} "
+        rows.append(f"{load.partition:>9} {load.edges:>15,} {load.labels:>14,} {load.nodes_owned:>13,} "
+                    f"{load.feature_values:>15,} {_gib(MEASURED.peak_bytes(load, compute)):>11} "
                     f"{_gib(memory_needed_bytes(load, compute)):>11} {_gb(load.shard_bytes):>11} "
                     f"{_gb(disk_needed_bytes(load)):>11}")
     return rows
@@ -133,6 +137,44 @@ def _pool_problems(res_file: str, where: str, pool, loads: list[PartitionLoad], 
             f"{pool.boot_disk_size_gb} GB) x{pool.num_replicas}: {verdict} (needs up to "
             f"{_gib(need_mem)} memory, {_gb(need_disk)} disk)")
     return line, problems
+
+
+def cheapest_line(loads: list[PartitionLoad], compute: int) -> str:
+    """The cheapest machine type we know a price of whose memory holds every partition."""
+    need = max(memory_needed_bytes(load, compute) for load in loads)
+    kind = machine_types.cheapest_holding(-(-need // MIB))
+    if kind is None:
+        return (f"cheapest storage machine that holds a partition ({_gib(need)}): none we know a "
+                "price of (add machines: more partitions)")
+    price = machine_types.hourly_price_usd(kind)
+    return (f"cheapest storage machine that holds a partition ({_gib(need)}): {kind.name} "
+            f"({kind.memory_gib:,.0f} GiB, {kind.vcpus} vCPUs), ${price:,.2f}/h each, "
+            f"${price * len(loads):,.2f}/h for {len(loads)} (Compute Engine list price; "
+            "graphstore.machine_types.PRICE_SOURCE)")
+
+
+def check_counts(counts: GraphCounts, res: ResourceConfig, loads: list[PartitionLoad], *,
+                 res_file: str) -> Plan:
+    """The plan of a graph given by counts alone on ``res``'s storage (``pipeline plan --nodes``):
+    the model, one row per partition (one for an even split), each stage's storage pool, and the
+    cheapest machine type that holds a partition."""
+    lines = [f"plan: sizes from counts: {counts.nodes:,} nodes, {counts.edges:,} stored edges, "
+             f"{counts.feature_dim} features per node, {counts.labels:,} labels; an even split "
+             f"over {len(loads)} partitions (estimated)", *model_lines()]
+    compute = res.trainer.num_compute_machines * res.trainer.procs_per_compute
+    lines += _table(loads, compute)
+    problems: list[Problem] = []
+    for stage, stage_res in (("train", res.trainer), ("infer", res.inferencer)):
+        if stage_res.replicated:
+            lines.append(f"{stage}: replicated mode: no storage machines")
+            continue
+        stage_lines, stage_problems = _stage(stage, stage_res, loads, res_file, None)
+        lines += stage_lines
+        problems += stage_problems
+    lines.append(cheapest_line(loads, compute))
+    lines.append("plan: fits" if not problems else
+                 f"plan: {len(problems)} problem{'s' if len(problems) > 1 else ''}")
+    return Plan(lines=tuple(lines), problems=tuple(problems))
 
 
 def _size(n: float) -> str:
@@ -235,6 +277,8 @@ def check(task: TaskConfig, res: ResourceConfig, loads: list[PartitionLoad], sou
                 f"{res.partition_task.memory_gb} GB cannot hold the partitioner's "
                 f"datasetConfig.partitionConfig.memoryLimitMb = {limit_mb} MB of {task_file}; "
                 "raise memory_gb or lower memoryLimitMb")))
+    if not res.trainer.replicated:
+        lines.append(cheapest_line(loads, compute))
     lines.append("plan: fits" if not problems else
                  f"plan: {len(problems)} problem{'s' if len(problems) > 1 else ''}")
     return Plan(lines=tuple(lines), problems=tuple(problems))

@@ -13,8 +13,11 @@ marker; graphstore.inference) and the shard set (``<run-dir>/shards``, graphstor
     created_at     TIMESTAMP UTC (when the embeddings were made: the marker's ``finished_at``,
                                   so exporting the same run again yields the very same rows)
 
-Rows are ordered by ``node_id``. A missing marker, a listed shard that is missing, or a row count
-that differs from the marker's fails before anything is written.
+Rows are ordered by the dense id (so exporting the same run again writes the same file). The
+join reads the id map from its Parquet file inside DuckDB, streamed, within
+:data:`JOIN_MEMORY_MB` (spilling to the temporary folder beyond it): no whole id map is held in
+this process's memory, whatever the node type's size. A missing marker, a listed shard that is
+missing, or a row count that differs from the marker's fails before anything is written.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from graphstore.errors import RuntimeFailure
 from graphstore.run_paths import RunPaths
 
 TABLE_COLUMNS = ("node_id", "node_type", "embedding", "model_version", "run_id", "created_at")
+JOIN_MEMORY_MB = 1024
+"""DuckDB's memory limit for the embeddings / id map join (it spills to disk beyond it)."""
 
 
 @dataclass(frozen=True)
@@ -63,18 +68,18 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
                 raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
                                      "rerun the infer stage")
             files.append(uris.localize(uri, tmp))
-        id_map = ShardSet.open(RunPaths(run_dir).shards, workdir=tmp).id_map(node_type)
-        con = duckdb.connect()
-        con.register("id_map", id_map)
+        id_map = ShardSet.open(RunPaths(run_dir).shards, workdir=tmp).id_map_file(node_type)
+        con = duckdb.connect(config={"memory_limit": f"{JOIN_MEMORY_MB}MB",
+                                     "temp_directory": os.path.join(tmp, "spill")})
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
         tmp_out = out_path + ".tmp"
         con.execute(
             "COPY (SELECT m.raw_id AS node_id, ?::VARCHAR AS node_type, "
             "CAST(e.embedding AS DOUBLE[]) AS embedding, ?::VARCHAR AS model_version, "
             "?::VARCHAR AS run_id, ?::TIMESTAMPTZ AS created_at "
-            "FROM read_parquet(?) e JOIN id_map m ON m.int_id = e.int_id ORDER BY m.raw_id) "
-            "TO '" + tmp_out.replace("'", "''") + "' (FORMAT PARQUET)",
-            [node_type, model_version, run_id, created, files])
+            "FROM read_parquet(?) e JOIN read_parquet(?) m ON m.int_id = e.int_id "
+            "ORDER BY e.int_id) TO '" + tmp_out.replace("'", "''") + "' (FORMAT PARQUET)",
+            [node_type, model_version, run_id, created, files, [id_map]])
         con.close()
     count = pq.ParquetFile(tmp_out).metadata.num_rows
     if count != marker["count"]:

@@ -310,10 +310,15 @@ class ShardSet:
             yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)
 
     def id_map(self, node_type: str, verify: bool = True) -> pa.Table:
-        """Table (int_id, raw_id) sorted by int_id."""
+        """Table (int_id, raw_id) sorted by int_id: the whole id map in memory (small graphs and
+        tests; at scale, read :meth:`id_map_file` with a query engine instead)."""
+        return pq.read_table(self.id_map_file(node_type, verify))
+
+    def id_map_file(self, node_type: str, verify: bool = True) -> str:
+        """The local path of ``id_map/<node_type>.parquet`` (downloaded first from gs://; its
+        checksum read in chunks unless ``verify`` is False): row ``i`` is dense id ``i``."""
         rel = id_map_path(node_type)
-        path = self._verified(rel) if verify else self._local(rel)
-        return pq.read_table(path)
+        return self._verified(rel) if verify else self._local(rel)
 
     def load_partition(self, partition: int, verify: bool = True) -> PartitionData:
         """Arrays of one partition, checksums verified unless ``verify`` is False."""

@@ -12,10 +12,11 @@ Order (docs/runtime.md, "Graph-store sessions"):
      it is joined with ``sessionTimeoutS``.
 
 Each session process is started one step ahead (:class:`SessionProcess`): session 0's before step
-1, session k + 1's as soon as session k has its work. It imports torch and GLT and starts its
-sampling forkserver (several seconds on a busy machine) while the previous step runs, then waits
-for its dataset, which it gets only once the previous session has exited; a process started for
-a session that never comes is told to stop (or, failing that, killed) when the storage process
+1, session k + 1's once session k serves its clients (not before: on a machine with few cores,
+its imports would slow session k's own start). It imports torch and GLT and starts its sampling
+forkserver (several seconds on a busy machine) while the previous step runs, then waits for its
+dataset, which it gets only once the previous session has exited; a process started for a
+session that never comes is told to stop (or, failing that, killed) when the storage process
 ends.
 
 Compute processes talk to a session only through graphstore.storage.protocol: each session
@@ -59,9 +60,11 @@ servers); an idle worker exits at once."""
 
 
 # -- sessions --------------------------------------------------------------------------------------
-def _session_entry(conn: Connection, session: int, storage_index: int, log_level: int) -> None:
+def _session_entry(conn: Connection, serving: Connection, session: int, storage_index: int,
+                   log_level: int) -> None:
     """Body of one server-session process: prepare, then wait for the session's work (a
-    ``(dataset, state, info)`` tuple; None: no such session after all)."""
+    ``(dataset, state, info)`` tuple; None: no such session after all); ``serving`` is told
+    when the session serves its clients."""
     import graphlearn_torch  # noqa: F401  (the slow import, while the previous step runs)
 
     from graphstore.cli import setup_logging
@@ -73,11 +76,11 @@ def _session_entry(conn: Connection, session: int, storage_index: int, log_level
     if work is None:
         return
     dataset, state, info = work
-    _session_main(session, dataset, state, info, storage_index)
+    _session_main(session, dataset, state, info, storage_index, serving)
 
 
 def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
-                  storage_index: int) -> None:
+                  storage_index: int, serving: Connection | None = None) -> None:
     """One server session, in its own process (module docs, step 3)."""
     import graphlearn_torch as glt
 
@@ -93,6 +96,9 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
         request_timeout=int(info.runtime.rpc_timeout_s), server_group_name=SERVER_GROUP)
     log.info("session=%d serving clients=%d connect_s=%.2f", session, info.num_compute_processes,
              time.perf_counter() - t0)
+    if serving is not None:
+        serving.send(True)
+        serving.close()
     peers = {f"compute rank {j}": f"{CLIENT_GROUP}_{j}" for j in range(info.num_compute_processes)}
     beat = Heartbeat(peers, interval_s=info.runtime.heartbeat_interval_s,
                      timeout_s=info.runtime.heartbeat_timeout_s,
@@ -114,16 +120,28 @@ class SessionProcess:
         ctx = mp.get_context("spawn")  # not a forkserver: see graphstore.processes
         self.session, self.storage_index = session, storage_index
         reader, self._conn = ctx.Pipe(duplex=False)  # it receives, we send
-        self.process = ctx.Process(target=_session_entry, args=(reader, session, storage_index,
-                                                                logging.getLogger().level),
+        self._serving, told = ctx.Pipe(duplex=False)  # it tells us when it serves
+        self.process = ctx.Process(target=_session_entry,
+                                   args=(reader, told, session, storage_index,
+                                         logging.getLogger().level),
                                    name=f"storage{storage_index}-session{session}")
         self.process.start()
         reader.close()
+        told.close()
         self._given = False
 
     def give(self, work: tuple | None) -> None:
         self._conn.send(work)
         self._given = work is not None
+
+    def wait_serving(self, timeout_s: float) -> None:
+        """Return once the session serves its clients, has ended, or ``timeout_s`` passed (the
+        caller then joins it, which reports how it ended)."""
+        try:
+            if self._serving.poll(timeout_s):
+                self._serving.recv()
+        except (EOFError, OSError):  # it ended without serving: join_checked says how
+            pass
 
     def join_checked(self, info: GraphStoreInfo) -> None:
         """Wait for the session to end: RuntimeFailure when it outlives ``sessionTimeoutS`` or
@@ -151,6 +169,7 @@ class SessionProcess:
             self.process.kill()
             self.process.join(timeout=timeout_s)
         self._conn.close()
+        self._serving.close()
 
 
 def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_index: int,
@@ -163,6 +182,7 @@ def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_i
         for session in range(info.num_server_sessions):
             current.give((dataset, state, info))
             if session + 1 < info.num_server_sessions:
+                current.wait_serving(info.runtime.readiness_timeout_s)
                 upcoming = SessionProcess(session + 1, storage_index)
             current.join_checked(info)
             current, upcoming = upcoming, None

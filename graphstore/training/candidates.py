@@ -14,6 +14,7 @@ share what they embedded (graphstore.training.evaluation).
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import torch
 
@@ -32,11 +33,11 @@ def sample_candidates(num_labels: int, count: int, seed: int) -> torch.Tensor:
     return torch.randperm(num_labels, generator=gen)[:count].sort().values
 
 
-def by_partition(ids: torch.Tensor, partition_book: torch.Tensor,
+def by_partition(ids: torch.Tensor, partition_book: Any,
                  partitions: tuple[int, ...]) -> dict[int, torch.Tensor]:
     """``{partition: ids it owns}`` for each of ``partitions`` (in that order; an empty tensor
-    for one that owns none), keeping the order of ``ids``. ``partition_book[i]`` is the
-    partition of dense id ``i``."""
+    for one that owns none), keeping the order of ``ids``. ``partition_book[ids]`` is the
+    partition of each dense id (a GLT partition book: the ranges of the shard format)."""
     owner = partition_book[ids].to(torch.long)
     return {p: ids[owner == p] for p in partitions}
 

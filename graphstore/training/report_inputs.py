@@ -58,13 +58,21 @@ def node_attribute(data_root: str | None, shards_uri: str, node_type: str,
     truth_uri = uris.join(data_root, TRUTH_DIR, f"communities_{node_type}.parquet")
     if not uris.exists(truth_uri):
         return None
+    import duckdb
+
     with tempfile.TemporaryDirectory(prefix="attribute-") as tmp:
         truth = pq.read_table(uris.localize(truth_uri, tmp))
-        id_map = pq.read_table(uris.localize(
-            uris.join(current_version_uri(shards_uri), id_map_path(node_type)), tmp))
+        id_map = uris.localize(uris.join(current_version_uri(shards_uri), id_map_path(node_type)),
+                               tmp)
+        wanted = pa.table({"pos": np.arange(len(ids), dtype=np.int64), "int_id": ids.numpy()})
+        con = duckdb.connect()  # only the rows of ``ids`` leave the file
+        con.register("wanted", wanted)
+        raw = con.execute("SELECT m.raw_id FROM wanted w JOIN read_parquet(?) m "
+                          "ON m.int_id = w.int_id ORDER BY w.pos", [id_map]).to_arrow_table().column(0)
+        con.close()
     if "community" not in truth.column_names or truth.num_columns != 2:
         return None
-    raw = id_map.column("raw_id").take(pa.array(ids.numpy())).cast(pa.string())
+    raw = raw.cast(pa.string())
     truth_ids = truth.column(0 if truth.column_names[1] == "community" else 1).cast(pa.string())
     where = pc.index_in(raw, value_set=truth_ids)
     values = truth.column("community").take(where).fill_null(-1)

@@ -333,7 +333,7 @@ def run_training(ctx: StageContext, topology: ClusterTopology) -> int:
     resume = resume_checkpoint(ctx.paths.checkpoint)  # likewise
     # workers get plain picklable values (the frozen configs hold read-only mappings)
     order = list(ctx.task.supervision_edge_types)
-    with compute_machine(ctx, topology) as machine:  # the mode: graph store, colocated, replicated
+    with compute_machine(ctx, topology, __name__) as machine:  # the mode: graph store, colocated, replicated
         machine.run(_worker, (args, ctx.run_dir, ctx.task.dataset.data_root_uri, machine.source,
                               order, resume))
     return 0
