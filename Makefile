@@ -39,7 +39,8 @@ bench: setup emulators
 wheels: setup
 	scripts/build_wheels.sh .venv wheels
 
-# the container image every task runs (Containerfile), built with buildah into build/buildah
+# the container image every task runs (Containerfile), built with buildah; its layers, base and
+# wheelhouse are cached under ~/.cache/graphstore-pipeline (scripts/image.sh)
 image: setup
 	@scripts/image.sh build
 

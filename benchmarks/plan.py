@@ -14,7 +14,7 @@ sampling workers) and keeps the peak; it also reads the main process's own peak 
 * ``--calibrate``: five homogeneous graphs of different shapes (edge-heavy, node-heavy,
   feature-heavy, mixed, small) and a 2 M-edge hetero one served to 1 compute process, and the
   mixed one to 2 and to 4, fitted by
-  least squares: peak PSS = base + a * edges + b * labels + c * nodes_total + d * feature_values
+  least squares: peak PSS = base + a * edges + b * labels + c * nodes_owned + d * feature_values
   (+ e * (compute processes - 1), fitted through the 1-process runs). Homogeneous graphs keep
   their labels in files of their own, one per edge (labels = edges); the hetero graph's labels
   are its reverse edges (labels ~ 0.44 x edges), which separates a from b. The fit is printed as a ``MemoryModel(...)`` to paste into
@@ -195,6 +195,7 @@ def run_graph(work: Path, name: str, spec, base: str, num_compute: int) -> list[
         estimate = MEASURED.peak_bytes(load, num_compute) / 2**20
         rows.append({"graph": name, "compute_processes": num_compute, "partition": load.partition,
                      "edges": load.edges, "labels": load.labels, "nodes_total": load.nodes_total,
+                     "nodes_owned": load.nodes_owned,
                      "feature_values": load.feature_values, **m,
                      "estimate_mib": round(estimate, 1),
                      "estimate_vs_pss": round(estimate / m["peak_pss_mib"], 3)})
@@ -206,7 +207,7 @@ def fit(rows: list[dict]) -> dict:
     import numpy as np
 
     one = [r for r in rows if r["compute_processes"] == 1]
-    a = np.array([[1.0, r["edges"], r["labels"], r["nodes_total"], r["feature_values"]] for r in one])
+    a = np.array([[1.0, r["edges"], r["labels"], r["nodes_owned"], r["feature_values"]] for r in one])
     y = np.array([r["peak_pss_mib"] * 2**20 for r in one])
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
     pred = a @ coef
@@ -217,7 +218,7 @@ def fit(rows: list[dict]) -> dict:
               for r in more)
     den = sum((r["compute_processes"] - 1) ** 2 for r in more)
     return {"base_mib": coef[0] / 2**20, "bytes_per_edge": coef[1], "bytes_per_label": coef[2],
-            "bytes_per_node": coef[3], "bytes_per_feature_value": coef[4],
+            "bytes_per_owned_node": coef[3], "bytes_per_feature_value": coef[4],
             "per_compute_process_mib": num / den if den else 0.0,
             "max_rel_error": float(np.max(np.abs(pred - y) / y))}
 
@@ -267,7 +268,7 @@ def main() -> int:
 def _print(rows: list[dict]) -> None:
     for r in rows:
         print(f"{r['graph']:>10} {r['compute_processes']:>2} {r['partition']:>4} {r['edges']:>10,} {r['labels']:>10,} "
-              f"{r['nodes_total']:>9,} {r['feature_values']:>10,} {r['peak_pss_mib']:>12,.0f} "
+              f"{r['nodes_owned']:>9,} {r['feature_values']:>10,} {r['peak_pss_mib']:>12,.0f} "
               f"{r['main_hwm_mib']:>12,.0f} {r['estimate_mib']:>12,.0f} {r['estimate_vs_pss']:>7.2f}",
               flush=True)
 

@@ -30,7 +30,7 @@ import math
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from graphstore.dataset_source import DatasetSource, dataset_source
-from graphstore.workers import spawn_workers, start_worker_server
+from graphstore.workers import spawn_workers, start_worker_server, stop_worker_server
 
 
 class ComputeMachine(Protocol):
@@ -65,8 +65,10 @@ class GltMachine:
                       first_rank=info.compute_rank(0))  # a worker's death: one line
 
     def close(self) -> None:
-        """Release the session ports (spawn_workers joined the processes that bound them)."""
+        """Release the session ports (spawn_workers joined the processes that bound them), stop
+        the worker server."""
         self.session_ports.close()
+        stop_worker_server()
 
 
 @contextlib.contextmanager

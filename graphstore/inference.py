@@ -98,7 +98,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
             k = seed_count(batch, node_type, homo is not None)
             embs.append(h[node_type][:k].cpu())  # written from the CPU (no-op there)
             ids.append(v.node_ids[node_type][:k].cpu())
-            if i % args.log_every_batches == 0:
+            if args.log_every_batches and i % args.log_every_batches == 0:
                 done = sum(len(t) for t in ids)
                 log.info("infer %s rank=%d batches=%d/~%d nodes=%d/%d nodes_per_s=%.0f", node_type,
                          rank, i, num_batches, done, total, done / (time.perf_counter() - t0))

@@ -53,6 +53,18 @@ def start_worker_server(preload: Sequence[str]) -> None:
     forkserver.ensure_running()
 
 
+def stop_worker_server() -> None:
+    """Stop this process's forkserver, if one runs, and wait for it (it would stop once this
+    process exits anyway, but a launcher that ends a machine's leftover processes would find it
+    still running). CPython's ``ForkServer`` has no public stop; ``_stop`` closes the pipe the
+    server watches and reaps it."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if server is not None and getattr(server, "_forkserver_pid", None) is not None:
+        server._stop()
+
+
 def spawn_workers(fn: Callable[..., None], args: Sequence[Any], nprocs: int, *, first_rank: int,
                   what: str = "compute process") -> None:
     """Run ``fn(local_rank, *args)`` in ``nprocs`` worker processes and join them.

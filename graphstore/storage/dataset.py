@@ -14,6 +14,12 @@ Order (docs/runtime.md, "Graph-store sessions"; once per storage machine, before
      the shard format (``P + 1`` bounds per type, graphstore.glt_adapter.range_partition_book),
      its feature rows the range's ids minus the range's start.
 
+Steps 1-3 need torch only (:func:`load_partition_graph`: a :class:`PartitionGraph` of tensors);
+step 4 needs GLT (:func:`glt_dataset`). A storage machine's main process does 1-3 and hands the
+tensors to each session process, which does 4: the main process never imports GLT and PyG (a
+few hundred MB and ~2 s of CPU saved per storage machine). :func:`build_storage_dataset` does all
+four (colocated mode, tests).
+
 Memory (the scale rules of DESIGN 6b): everything is built from files streamed in batches of
 :data:`STREAM_ROWS` rows, each read twice (count, then place: graphstore.csr), straight into the
 arrays that stay: per stored edge its neighbour and its edge id (16 B), per label its anchor and
@@ -266,6 +272,21 @@ def _features(shards: ShardSet, partition: int, node_type: str) -> torch.Tensor:
     return feats
 
 
+@dataclass(frozen=True)
+class PartitionGraph:
+    """The tensors of one partition GLT serves from (steps 2 and 3), GLT not imported: built by
+    :func:`load_partition_graph`, turned into GLT's dataset by :func:`glt_dataset`. Pickles as
+    shared-memory handles."""
+
+    partition: int
+    num_partitions: int
+    edge_dir: str
+    node_bounds: dict[str, tuple[int, ...]]  # node type -> P + 1 range bounds
+    adjacency: dict[EdgeType, _Adjacency]
+    features: dict[str, torch.Tensor]  # node types with features -> [range size, dim] float32
+    homogeneous: bool
+
+
 def _supervisions(shards: ShardSet, partition: int, meta: DatasetMetadata,
                   splitter: DistNodeAnchorLinkSplitter | None
                   ) -> tuple[dict[EdgeType, Supervision], dict[EdgeType, Supervision]]:
@@ -283,9 +304,13 @@ def _supervisions(shards: ShardSet, partition: int, meta: DatasetMetadata,
 def build_storage_dataset(shards: ShardSet, partition: int, storage_args: StorageArgs,
                           sample_edge_direction: str):
     """Return ``(glt DistDataset, StorageState)`` for one partition (see module docs)."""
-    from graphlearn_torch.distributed import DistDataset
+    graph, state = load_partition_graph(shards, partition, storage_args, sample_edge_direction)
+    return glt_dataset(graph), state
 
-    glt_adapter.check_glt_version()
+
+def load_partition_graph(shards: ShardSet, partition: int, storage_args: StorageArgs,
+                         sample_edge_direction: str) -> tuple[PartitionGraph, StorageState]:
+    """Steps 1-3 of the module docs for one partition: ``(PartitionGraph, StorageState)``."""
     t0 = time.perf_counter()
     m: Manifest = shards.manifest
     if m.sample_edge_direction != sample_edge_direction:
@@ -300,18 +325,40 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
     supervision, negatives = _supervisions(shards, partition, meta, splitter)
     rules = SplitRules(splitter, m) if splitter is not None else None
     graph = {et: _adjacency(shards, partition, str(et), rules) for et in meta.edge_types}
-    node_pb = {nt: glt_adapter.range_partition_book(m.node_bounds(nt), partition)
-               for nt in m.node_types}
     feats = {nt: _features(shards, partition, nt) for nt in m.node_types
              if m.node_types[nt].feature_dim}
-    layout = "CSC" if sample_edge_direction == "in" else "CSR"
+    bounds = {nt: m.node_bounds(nt)[partition:partition + 2] for nt in m.node_types}
+    state = StorageState(
+        partition=partition, metadata=meta,
+        owned_ranges={nt: (int(lo), int(hi)) for nt, (lo, hi) in bounds.items()},
+        supervision=supervision, edge_counts={et: a.count for et, a in graph.items()},
+        negatives=negatives)
+    log.info("partition=%d loaded edges=%d nodes=%d labels=%d splits=%s seconds=%.2f", partition,
+             sum(a.count for a in graph.values()), sum(hi - lo for lo, hi in bounds.values()),
+             sum(s.anchor_src.numel() for s in supervision.values()), meta.has_splits,
+             time.perf_counter() - t0)
+    return PartitionGraph(partition=partition, num_partitions=m.num_partitions,
+                          edge_dir=sample_edge_direction,
+                          node_bounds={nt: m.node_bounds(nt) for nt in m.node_types},
+                          adjacency=graph, features=feats,
+                          homogeneous=meta.is_homogeneous), state
+
+
+def glt_dataset(graph: PartitionGraph):
+    """Step 4 of the module docs: GLT's ``DistDataset`` over ``graph``'s tensors (no copy)."""
+    from graphlearn_torch.distributed import DistDataset
+
+    glt_adapter.check_glt_version()
+    p = graph.partition
+    node_pb = {nt: glt_adapter.range_partition_book(b, p) for nt, b in graph.node_bounds.items()}
+    layout = "CSC" if graph.edge_dir == "in" else "CSR"
     edge_index = {et.as_tuple(): ((a.indices, a.indptr) if layout == "CSC" else
-                                  (a.indptr, a.indices)) for et, a in graph.items()}
-    edge_ids = {et.as_tuple(): a.eids for et, a in graph.items()}
-    ds = DistDataset(num_partitions=m.num_partitions, partition_idx=partition,
-                     edge_dir=sample_edge_direction)
-    if meta.is_homogeneous:
-        ((nt,), (et,)) = m.node_types, edge_index
+                                  (a.indptr, a.indices)) for et, a in graph.adjacency.items()}
+    edge_ids = {et.as_tuple(): a.eids for et, a in graph.adjacency.items()}
+    feats = graph.features
+    ds = DistDataset(num_partitions=graph.num_partitions, partition_idx=p, edge_dir=graph.edge_dir)
+    if graph.homogeneous:
+        ((nt,), (et,)) = graph.node_bounds, edge_index
         ds.init_graph(edge_index=edge_index[et], edge_ids=edge_ids[et], layout=layout,
                       graph_mode="CPU", directed=True)
         ds.node_pb = node_pb[nt]
@@ -325,15 +372,5 @@ def build_storage_dataset(shards: ShardSet, partition: int, storage_args: Storag
             ds.init_node_features(feats, {nt: node_pb[nt].id2index for nt in feats},
                                   with_gpu=False)
         glt_adapter.set_no_node_labels(ds)
-    bounds = {nt: m.node_bounds(nt)[partition:partition + 2] for nt in m.node_types}
-    state = StorageState(
-        partition=partition, metadata=meta,
-        owned_ranges={nt: (int(lo), int(hi)) for nt, (lo, hi) in bounds.items()},
-        supervision=supervision, edge_counts={et: a.count for et, a in graph.items()},
-        negatives=negatives)
-    log.info("partition=%d loaded edges=%d nodes=%d labels=%d splits=%s seconds=%.2f", partition,
-             sum(a.count for a in graph.values()), sum(hi - lo for lo, hi in bounds.values()),
-             sum(s.anchor_src.numel() for s in supervision.values()), meta.has_splits,
-             time.perf_counter() - t0)
-    return ds, state
+    return ds
 

@@ -3,7 +3,9 @@
 Order (docs/runtime.md, "Graph-store sessions"):
   1. the temporary global group agrees on ``GraphStoreInfo`` (graphstore.graph_store_info),
      then is destroyed: storage never keeps a process group of its own;
-  2. the shard partition ``machine_index`` is loaded and split (graphstore.storage.dataset); from
+  2. the shard partition ``machine_index`` is loaded and split into tensors
+     (graphstore.storage.dataset.load_partition_graph: torch only, this process never imports GLT
+     or PyG; each session process builds GLT's dataset over the same shared tensors); from
      gs:// only that partition's files and the shared metadata are downloaded (:func:`load_partition`);
   3. for each of ``num_server_sessions`` sessions, one spawned process: it marks itself ready,
      starts the GLT RPC server (``init_server``), pings its clients (graphstore.heartbeat), and
@@ -32,7 +34,6 @@ import math
 import multiprocessing as mp
 import time
 from multiprocessing.connection import Connection
-from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ from graphstore.heartbeat import Heartbeat
 from graphstore.ports import PortHold
 from graphstore.stage import StageContext
 from graphstore.storage import protocol
-from graphstore.storage.dataset import StorageState, build_storage_dataset
+from graphstore.storage.dataset import PartitionGraph, StorageState, glt_dataset, load_partition_graph
 from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
 from graphstore.storage.service import StorageService
 
@@ -63,7 +64,7 @@ servers); an idle worker exits at once."""
 def _session_entry(conn: Connection, serving: Connection, session: int, storage_index: int,
                    log_level: int) -> None:
     """Body of one server-session process: prepare, then wait for the session's work (a
-    ``(dataset, state, info)`` tuple; None: no such session after all); ``serving`` is told
+    ``(graph, state, info)`` tuple; None: no such session after all); ``serving`` is told
     when the session serves its clients."""
     import graphlearn_torch  # noqa: F401  (the slow import, while the previous step runs)
 
@@ -75,8 +76,8 @@ def _session_entry(conn: Connection, serving: Connection, session: int, storage_
     conn.close()
     if work is None:
         return
-    dataset, state, info = work
-    _session_main(session, dataset, state, info, storage_index, serving)
+    graph, state, info = work
+    _session_main(session, glt_dataset(graph), state, info, storage_index, serving)
 
 
 def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
@@ -111,7 +112,7 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
 class SessionProcess:
     """One server session's process, started before its session has work (module docs).
 
-    ``give(work)`` hands it ``(dataset, state, info)`` (tensors travel as shared memory, as
+    ``give(work)`` hands it ``(graph, state, info)`` (tensors travel as shared memory, as
     spawn arguments would); ``join_checked`` waits for it with the session timeout; ``stop``
     ends it whatever state it is in (idempotent).
     """
@@ -172,7 +173,8 @@ class SessionProcess:
         self._serving.close()
 
 
-def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_index: int,
+def serve_sessions(graph: PartitionGraph, state: StorageState, info: GraphStoreInfo,
+                   storage_index: int,
                    first: SessionProcess | None = None) -> None:
     """Run every server session in its own process, one after another; ``first``: session 0's
     process, already started (module docs)."""
@@ -180,7 +182,7 @@ def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_i
     upcoming: SessionProcess | None = None
     try:
         for session in range(info.num_server_sessions):
-            current.give((dataset, state, info))
+            current.give((graph, state, info))
             if session + 1 < info.num_server_sessions:
                 current.wait_serving(info.runtime.readiness_timeout_s)
                 upcoming = SessionProcess(session + 1, storage_index)
@@ -193,11 +195,11 @@ def serve_sessions(dataset, state: StorageState, info: GraphStoreInfo, storage_i
 
 
 def load_partition(shards_uri: str, partition: int, num_storage: int,
-                   storage_args: StorageArgs) -> tuple[Any, StorageState, list[str]]:
-    """Build the dataset of ``partition`` from the shard set at ``shards_uri``: ``(GLT dataset,
-    StorageState, the shard files downloaded)``. From gs:// only the manifest, the partition books
-    and ``part_<partition>/`` come down (graphstore.shards.reader), each checked against its
-    sha256, and the local copies are removed once the dataset is in memory."""
+                   storage_args: StorageArgs) -> tuple[PartitionGraph, StorageState, list[str]]:
+    """Build the tensors of ``partition`` from the shard set at ``shards_uri``: ``(PartitionGraph,
+    StorageState, the shard files downloaded)``. From gs:// only the manifest and
+    ``part_<partition>/`` come down (graphstore.shards.reader), each checked against its sha256,
+    and the local copies are removed once the partition is in memory."""
     from graphstore.shards.reader import ShardSet
 
     with ShardSet.open(shards_uri) as shards:
@@ -205,11 +207,11 @@ def load_partition(shards_uri: str, partition: int, num_storage: int,
             raise UsageError(f"{shards_uri} has {shards.manifest.num_partitions} partitions but the "
                              f"cluster has {num_storage} storage processes; re-partition with "
                              f"--num-partitions {num_storage}")
-        dataset, state = build_storage_dataset(shards, partition, storage_args,
-                                               storage_args.sample_edge_direction)
+        graph, state = load_partition_graph(shards, partition, storage_args,
+                                            storage_args.sample_edge_direction)
         fetched = shards.fetched()
     log.info("storage %d read partition %d: downloaded_files=%d", partition, partition, len(fetched))
-    return dataset, state, fetched
+    return graph, state, fetched
 
 
 def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
@@ -220,9 +222,9 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     first = SessionProcess(0, topology.machine_index)  # imports while we agree and load
     try:
         info = agree_on_cluster(ctx, topology, session_ports)
-        dataset, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
+        graph, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
                                            info.num_storage_nodes, ctx.storage.storage_args)
-        serve_sessions(dataset, state, info, topology.machine_index, first)
+        serve_sessions(graph, state, info, topology.machine_index, first)
     finally:
         first.stop(ctx.task.runtime.shutdown_timeout_s)
         session_ports.close()

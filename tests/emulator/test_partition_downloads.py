@@ -1,5 +1,5 @@
 """Per-partition I/O on gs:// (issue 12 item 6), counted at the server: a storage process for
-partition k downloads only the manifest, the partition books and ``part_k/``'s objects; export's
+partition k downloads only the manifest and ``part_k/``'s objects; export's
 read of one id map downloads the manifest and that id map. Each reader runs as its own process
 with the real client, pointed at a counting HTTP proxy in front of the GCS emulator, so every
 object download it makes is seen and named."""
@@ -147,7 +147,7 @@ def test_a_storage_process_downloads_only_its_partition(shard_set, gcs, partitio
     assert all(d.startswith(f"{bucket}/{prefix}/") for d in proxy.downloads[1:]), proxy.downloads
     assert sorted(got) == sorted({"manifest.json"} | own)  # each object exactly once
     assert len(got) == 1 + len(own) < len(every)
-    assert sorted(out["fetched"]) == sorted(books | own)
+    assert sorted(out["fetched"]) == sorted(own)
     assert sum(out["owned"].values()) == sum(
         info.counts_per_partition[partition] for info in manifest.node_types.values())
 

@@ -215,10 +215,11 @@ def _check_ended(run: Run, fault: str, injected_at: float) -> str:
 def test_killed_compute_process_ends_the_run_and_is_named(run: Run) -> None:
     run.wait_for_training_steps()
     compute = run.machine(0)
-    workers = sorted((c for c in compute.children() if "resource_tracker" not in
-                      " ".join(c.cmdline())), key=lambda c: (c.create_time(), c.pid))
+    # the workers are forked from the machine's worker server (graphstore.workers)
+    (server,) = [c for c in compute.children() if "forkserver" in " ".join(c.cmdline())]
+    workers = sorted(server.children(), key=lambda c: (c.create_time(), c.pid))
     assert len(workers) == 2, [c.cmdline() for c in workers]
-    victim = workers[1]  # torch.multiprocessing.spawn starts local rank 0, then 1
+    victim = workers[1]  # torch.multiprocessing starts local rank 0, then 1
     victim.kill()
     out = _check_ended(run, "compute-kill", time.monotonic())
     assert "launch: compute 0/1 (rank 0) failed first with exit code 1" in out, out[-4000:]

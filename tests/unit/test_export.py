@@ -140,3 +140,31 @@ def test_names_are_checked():
     assert check_run_id("2026-11-29T03.00_r1") == "2026-11-29T03.00_r1"
     with pytest.raises(UsageError, match="run id"):
         check_run_id("x'; DROP")
+
+
+def test_the_join_never_holds_a_whole_id_map_in_this_process(graph, tmp_path, monkeypatch):
+    """Rows join the id map inside DuckDB, read from its Parquet file (streamed, within a memory
+    limit, spilling beyond it): reading an id map whole into Arrow here fails the test."""
+    import pyarrow.parquet as pq
+
+    from graphstore.export.rows import build_rows
+    from graphstore.shards.reader import ShardSet
+
+    real = pq.read_table
+
+    def guarded(source, *args, **kwargs):
+        if "id_map" in str(source):
+            raise AssertionError(f"an id map was read whole: {source}")
+        return real(source, *args, **kwargs)
+
+    run = make_run(graph, tmp_path, "r1")
+    monkeypatch.setattr(pq, "read_table", guarded)
+    monkeypatch.setattr(ShardSet, "id_map", lambda *a, **k: pytest.fail("ShardSet.id_map called"))
+    rows = build_rows(str(run), "user", run_id="r1", model_version="v1",
+                      out_path=str(tmp_path / "rows.parquet"))
+    monkeypatch.undo()
+    table = pq.read_table(rows.path)
+    assert rows.count == len(graph["raw"]["user"]) == table.num_rows
+    got = dict(zip(table.column("node_id").to_pylist(), table.column("embedding").to_pylist()))
+    for i, raw in enumerate(graph["raw"]["user"]):  # node i's embedding is [i, i+1, i+2, i+3]
+        assert got[raw] == [float(i + k) for k in range(DIM)]
