@@ -45,6 +45,7 @@ store is patched by graphstore.rendezvous (torch, not GLT).
 from __future__ import annotations
 
 import importlib.metadata
+import threading
 from typing import Any
 
 from graphstore.errors import RuntimeFailure
@@ -545,6 +546,10 @@ _BUILDERS = {"LabeledEdgeInput": _labeled_edge_input, "GltLoader": _glt_loader,
              "HardNegativeEdgeInput": _hard_negative_edge_input,
              "FailFastReceivingChannel": _fail_fast_receiving_channel}
 _built: dict[str, type] = {}
+_building = threading.RLock()
+"""Held while a class is built: a storage session unpickles inputs on several RPC threads at once
+(the compute ranks' producers start side by side), and two threads each building the class made
+two distinct classes, one of which then failed to pickle ("not the same object as ...")."""
 
 
 def __getattr__(name: str) -> type:
@@ -552,10 +557,11 @@ def __getattr__(name: str) -> type:
     :class:`FailFastReceivingChannel` once, on first use (imports GLT)."""
     if name not in _BUILDERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _built:
-        check_glt_version()
-        _built[name] = _BUILDERS[name]()
-    return _built[name]
+    with _building:
+        if name not in _built:
+            check_glt_version()
+            _built[name] = _BUILDERS[name]()
+        return _built[name]
 
 
 __all__ = [

@@ -70,3 +70,28 @@ def test_glt_samples_with_replacement_above_the_fanout():
     # without replacement every draw would have 10 distinct neighbours; with replacement the
     # expected count is 20 * (1 - (19/20)**10) = 8.0
     assert sum(distinct) / len(distinct) < 9.0, distinct
+
+
+def test_a_lazily_built_class_is_built_once_when_threads_ask_at_once(monkeypatch):
+    """A storage session unpickles inputs on several RPC threads at once: every thread must get
+    the very class the module names (two built classes: one failed to pickle, seen in a test
+    run). A slow builder makes the threads meet."""
+    import threading
+    import time
+
+    from graphstore import glt_adapter
+
+    def slow_build() -> type:
+        time.sleep(0.2)
+        return glt_adapter._as_module_level(type("LabeledEdgeInput", (), {}))
+
+    monkeypatch.setitem(glt_adapter._BUILDERS, "LabeledEdgeInput", slow_build)
+    monkeypatch.setattr(glt_adapter, "_built", {})
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(glt_adapter.LabeledEdgeInput))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and len({id(c) for c in got}) == 1
