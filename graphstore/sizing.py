@@ -58,10 +58,13 @@ class MemoryModel:
 MEASURED = MemoryModel(
     base_mib=1058.0, bytes_per_edge=115.9, bytes_per_label=114.5, bytes_per_owned_node=38.0,
     bytes_per_feature_value=16.1, per_compute_process_mib=71.5,
-    measured=("2026-12-01, `python benchmarks/plan.py --calibrate` (2 CPUs): peak PSS of the "
-              "storage process trees of 6 generated graphs (20 k-4 M edges, 2 k-1.5 M nodes, 16-128 "
+    measured=("2026-12-01, `python benchmarks/plan.py --calibrate` (2 CPUs), on the storage "
+              "processes of shard schema 2 (whole-graph partition books, Arrow + numpy + GLT "
+              "copies): peak PSS of 6 generated graphs (20 k-4 M edges, 2 k-1.5 M nodes, 16-128 "
               "features, 5 homogeneous, 1 hetero) x 2 partitions, fit within 1.4%; the compute term "
-              "from 1, 2 and 4 compute processes"))
+              "from 1, 2 and 4 compute processes. Its per-node term was per node of the whole "
+              "graph; it is applied here per owned node, an overestimate until the refit for "
+              "schema 3"))
 """The coefficients ``pipeline plan`` uses (see the module docs for how they were measured).
 What they mean, from how the storage process builds a partition (graphstore.storage.dataset):
 per edge, the Arrow column read from Parquet, the stacked ``edge_index``, the edge ids and GLT's
