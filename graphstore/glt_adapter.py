@@ -1,7 +1,7 @@
 """The one place graphstore reaches into graphlearn-torch's (GLT's) globals and private API.
 
 Every workaround here was written for, and measured with, ``graphlearn-torch==0.2.4`` (the pinned
-stack: README, Stack); GLT offers no public hook for any of them. Before a workaround touches GLT
+stack: docs/stack.md); GLT offers no public hook for any of them. Before a workaround touches GLT
 it checks that the installed GLT is that version (:func:`check_glt_version`): another version
 fails with one line naming both versions, instead of patches landing on code they were not
 written for. ``python -m graphstore.doctor`` reports the same check.
@@ -76,7 +76,7 @@ def glt_version_problem(installed: str | None) -> str | None:
     found = "is not installed" if installed is None else f"{installed} is installed"
     return (f"{GLT_DISTRIBUTION} {found}, but graphstore's GLT workarounds "
             f"(graphstore/glt_adapter.py) were written for {GLT_VERSION}: install "
-            f"{GLT_DISTRIBUTION}=={GLT_VERSION} (README, Stack; `make setup`)")
+            f"{GLT_DISTRIBUTION}=={GLT_VERSION} (docs/stack.md; `make setup`)")
 
 
 def check_glt_version() -> None:

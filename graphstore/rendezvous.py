@@ -85,7 +85,7 @@ def bind_loopback_stores() -> None:
 
     Raises:
         RuntimeFailure: torch's ``_create_c10d_store`` is missing or has another signature than
-            torch 2.3's (the stack pins torch 2.3.0; README, Stack), so loopback binding cannot be
+            torch 2.3's (the stack pins torch 2.3.0; docs/stack.md), so loopback binding cannot be
             guaranteed.
     """
     import importlib

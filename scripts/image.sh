@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the pipeline's container image (Containerfile) on this machine, with no container registry
-# and no daemon, and run commands in it. README "Container image" has the why; in short:
+# and no daemon, and run commands in it. docs/image.md has the why; in short:
 #
 #   scripts/image.sh build        inputs + base + `buildah bud`; writes build/image/image.json last
 #   scripts/image.sh inputs       only the build inputs (what `docker build` also needs):

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install the locked stack into a virtual environment, in the one order that works (README, Stack).
+# Install the locked stack into a virtual environment, in the one order that works (docs/stack.md).
 # Shared by scripts/setup_venv.sh (.venv, from PyPI) and the Containerfile (the image, from a
 # wheelhouse, --no-index), so both get the same versions from the same lock files:
 #   1. torch, numpy and scipy (versions: requirements/constraints.txt) before anything else

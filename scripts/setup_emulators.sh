@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create or update .venv-emulators: the GCS and BigQuery emulators the tests start
-# (README, "Local emulators (tests)").
+# (docs/pipeline.md, "Local emulators (tests)").
 # They live apart from .venv because they are external services with their own pins
 # (bqemulator brings FastAPI, gRPC tools and OpenTelemetry; our code imports none of it).
 #

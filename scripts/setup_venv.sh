@@ -3,7 +3,7 @@
 # when nothing changed: a stamp holding the hash of the requirement files skips the work.
 #
 # The stack is installed by scripts/install_stack.sh, the same script and lock files the image uses
-# (Containerfile), in the order that matters (README, Stack):
+# (Containerfile), in the order that matters (docs/stack.md):
 #   1. torch 2.3.0 first (the PyPI CUDA 12.1 build; runs on CPU; GLT 0.2.4 only loads against it);
 #   2. torch-scatter / torch-sparse from wheels/ (PyPI has only sdists, ~11 min to compile on 2 cores);
 #      when no wheel in wheels/ fits this machine, build them (scripts/build_wheels.sh) and keep them;

@@ -1,4 +1,4 @@
-"""Start and stop the local stand-ins for Cloud Storage and BigQuery (README, "Local emulators").
+"""Start and stop the local stand-ins for Cloud Storage and BigQuery (docs/pipeline.md, "Local emulators").
 
 Both run from ``.venv-emulators`` (scripts/setup_emulators.sh; ``make test`` creates it), as
 separate processes on free loopback ports, and are stopped (and waited for) by the fixtures:

@@ -129,7 +129,7 @@ class ExportConfig(Model):
     """Where embeddings go: a local warehouse folder or BigQuery tables ``{prefix}{node_type}``."""
 
     warehouse: Choice("local", "bigquery") = Field("local", description=(
-        "Where embeddings go: the embedded DuckDB file, or BigQuery through load jobs (README, "
+        "Where embeddings go: the embedded DuckDB file, or BigQuery through load jobs (docs/pipeline.md, "
         "\"BigQuery\"). `BIGQUERY_EMULATOR_HOST` / `STORAGE_EMULATOR_HOST` point the clients at local "
         "emulators (tests)."))
     local_warehouse_uri: Str | None = Field(None, alias="localWarehouseUri", description=(

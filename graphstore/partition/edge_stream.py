@@ -17,7 +17,7 @@ every 10 s); they change the files' sizes, never their rows.
 
 Memory: the lookups, plus about :data:`IN_FLIGHT` + 1 chunks in their several forms, whatever the
 edge count (peak RSS measured at 10 M and 50 M edges: ~0.5-0.6 GB with 1 M-row chunks, ~1.1-1.2 GB
-with the 2 M-row chunks a 1 M-id string lookup asks for; README benchmark table).
+with the 2 M-row chunks a 1 M-id string lookup asks for; the partitioning table of docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How the partitioner shares its memory and sizes its work: :class:`PartitionTuning`.
 
-The defaults are the measured values the README's benchmark table was taken with; a caller (the
-benchmark's DuckDB-only run, tests that force a path or small chunks) passes its own instance to
+The defaults are the measured values the partitioning table of docs/performance.md was taken
+with; a caller (the benchmark's DuckDB-only run, tests that force a path or small chunks) passes its own instance to
 :func:`graphstore.partition.partition_graph` instead of overwriting module globals.
 
 Invariants (checked when an instance is made, :class:`UsageError` otherwise):

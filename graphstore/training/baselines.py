@@ -81,7 +81,7 @@ class FitSettings:
 POPULARITY_SETTINGS = {"method": "training positives per label node"}
 DEFAULT_SETTINGS: dict[BaselineName, FitSettings] = {
     # measured on MovieLens-100K (per-edge split) and the default synthetic data: a few seconds
-    # each on 2 CPU cores; more epochs give LightGCN a little more (see README, model quality)
+    # each on 2 CPU cores; more epochs give LightGCN a little more (see docs/quality.md)
     "bpr": FitSettings(dim=64, epochs=20, batch_size=4096, lr=0.005, l2=1e-4),
     "lightgcn": FitSettings(dim=64, epochs=30, batch_size=16384, lr=0.03, l2=1e-4, num_layers=3),
 }

@@ -20,7 +20,7 @@ def test_the_pinned_version_passes_and_others_are_named():
     other = glt_version_problem("0.2.5")
     assert other == ("graphlearn-torch 0.2.5 is installed, but graphstore's GLT workarounds "
                      "(graphstore/glt_adapter.py) were written for 0.2.4: install "
-                     "graphlearn-torch==0.2.4 (README, Stack; `make setup`)")
+                     "graphlearn-torch==0.2.4 (docs/stack.md; `make setup`)")
     assert glt_version_problem(None).startswith("graphlearn-torch is not installed, but ")
     assert glt_version_problem("0.2.40") and glt_version_problem("0.2") and glt_version_problem("")
 
