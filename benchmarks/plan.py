@@ -107,6 +107,23 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _parent(pid: int) -> int:
+    return _status_kib(pid, "PPid")
+
+
+def _role(pid: int, main: int) -> str:
+    """What a process of a storage tree is: the main process, a server session (a spawned
+    child), the sampling workers' forkserver, or a sampling worker (the forkserver's children)."""
+    if pid == main:
+        return "main"
+    cmd = _cmdline(pid)
+    if "forkserver" in cmd:  # forked children keep their parent's command line
+        return "sampling_workers" if "forkserver" in _cmdline(_parent(pid)) else "forkserver"
+    if "spawn_main" in cmd:
+        return "session"
+    return "sampling_workers"
+
+
 def measure_launch(task: Path, res: Path, run_dir: Path) -> dict[int, dict]:
     """Run the train stage; per storage index: peak tree PSS and main-process VmHWM (MiB).
     The configs have one compute machine, so storage machine i has global RANK 1 + i."""
@@ -124,12 +141,19 @@ def measure_launch(task: Path, res: Path, run_dir: Path) -> dict[int, dict]:
                 if rank is not None and int(rank) >= 1:
                     mains[int(rank) - 1] = pid
         for index, pid in mains.items():
-            pss = sum(_status_kib(p, "Pss", "smaps_rollup") for p in _tree(pid)) / 1024
+            tree = _tree(pid)
+            by_role: dict[str, float] = {}
+            for p in tree:
+                role = _role(p, pid)
+                by_role[role] = by_role.get(role, 0.0) + _status_kib(p, "Pss", "smaps_rollup") / 1024
+            pss = sum(by_role.values())
             hwm = _status_kib(pid, "VmHWM") / 1024
             entry = peak.setdefault(index, {"peak_pss_mib": 0.0, "main_hwm_mib": 0.0, "processes": 0})
-            entry["peak_pss_mib"] = max(entry["peak_pss_mib"], pss)
+            if pss > entry["peak_pss_mib"]:
+                entry["peak_pss_mib"] = pss
+                entry["peak_by_role_mib"] = {k: round(v, 1) for k, v in sorted(by_role.items())}
             entry["main_hwm_mib"] = max(entry["main_hwm_mib"], hwm)
-            entry["processes"] = max(entry["processes"], len(_tree(pid)))
+            entry["processes"] = max(entry["processes"], len(tree))
         time.sleep(POLL_S)
     out = proc.stdout.read()
     if proc.returncode != 0:

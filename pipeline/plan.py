@@ -153,6 +153,17 @@ def cheapest_line(loads: list[PartitionLoad], compute: int) -> str:
             "graphstore.machine_types.PRICE_SOURCE)")
 
 
+def _count_problems(res: ResourceConfig, loads: list[PartitionLoad], res_file: str, what: str,
+                    fix: str) -> list[Problem]:
+    """The problem of a partition count the resource config's storage pool does not serve."""
+    if len(loads) == res.num_partitions or res.trainer.replicated:
+        return []
+    count_key = ".".join((STAGE_KEYS["train"][0], *res.trainer.count_loc))
+    return [Problem(file=res_file, path=count_key, value=str(res.num_partitions), message=(
+        f"{what} {len(loads)} partitions but the resource config serves {res.num_partitions}; "
+        f"{fix} {len(loads)}"))]
+
+
 def check_counts(counts: GraphCounts, res: ResourceConfig, loads: list[PartitionLoad], *,
                  res_file: str) -> Plan:
     """The plan of a graph given by counts alone on ``res``'s storage (``pipeline plan --nodes``):
@@ -163,7 +174,8 @@ def check_counts(counts: GraphCounts, res: ResourceConfig, loads: list[Partition
              f"over {len(loads)} partitions (estimated)", *model_lines()]
     compute = res.trainer.num_compute_machines * res.trainer.procs_per_compute
     lines += _table(loads, compute)
-    problems: list[Problem] = []
+    problems = _count_problems(res, loads, res_file, "the plan splits the graph over",
+                               "to run it, set the storage count to")
     for stage, stage_res in (("train", res.trainer), ("infer", res.inferencer)):
         if stage_res.replicated:
             lines.append(f"{stage}: replicated mode: no storage machines")
@@ -248,12 +260,8 @@ def check(task: TaskConfig, res: ResourceConfig, loads: list[PartitionLoad], sou
     """The plan of ``loads`` on ``res`` (module docs); ``machine_memory_bytes`` is this machine's
     memory, for a local resource config (None: not checked)."""
     lines = [f"plan: sizes from {source}", *model_lines()]
-    problems: list[Problem] = []
-    if len(loads) != res.num_partitions and not res.trainer.replicated:
-        count_key = ".".join((STAGE_KEYS["train"][0], *res.trainer.count_loc))
-        problems.append(Problem(file=res_file, path=count_key, value=str(res.num_partitions), message=(
-            f"the shard set has {len(loads)} partitions but the resource config serves "
-            f"{res.num_partitions}; re-partition, or set the storage count to {len(loads)}")))
+    problems = _count_problems(res, loads, res_file, "the shard set has",
+                               "re-partition, or set the storage count to")
     compute = res.trainer.num_compute_machines * res.trainer.procs_per_compute
     lines += _table(loads, compute)
     graph_bytes = replicated_graph_bytes(task, loads) if res.trainer.replicated else 0

@@ -115,3 +115,31 @@ def test_a_shard_set_with_another_partition_count_is_a_problem(tiny):
     plan = check(task, res, loads, "test", task_file="t.yaml", res_file="r.yaml")
     assert [p.path for p in plan.problems] == [f"{POOL}.num_replicas"]
     assert "has 2 partitions but the resource config serves 4" in plan.problems[0].message
+
+
+def test_a_graph_given_by_counts_alone_is_split_evenly_and_priced():
+    from graphstore import machine_types
+    from graphstore.sizing import GraphCounts, loads_from_counts
+    from pipeline.plan import check_counts
+
+    counts = GraphCounts(nodes=5 * 10**9, edges=10**11, feature_dim=128, labels=10**10)
+    loads = loads_from_counts(counts, 64)
+    assert len(loads) == 64
+    assert sum(x.nodes_owned for x in loads) >= counts.nodes
+    assert max(x.nodes_owned for x in loads) - counts.nodes // 64 <= 1
+    assert all(x.feature_values == x.nodes_owned * 128 for x in loads)
+    _, res = load_config_pair(str(VERTEX_TASK), str(VERTEX_RES))
+    plan = check_counts(counts, res, loads, res_file="r.yaml")
+    # the pool serves 4 machines, the plan 64: said, with the key to change
+    by_path = {p.path: p.message for p in plan.problems}
+    assert "the plan splits the graph over 64 partitions but the resource config serves 4" \
+        in by_path[f"{POOL}.num_replicas"]
+    need = max(memory_needed_bytes(x, 4) for x in loads)
+    cheapest = [line for line in plan.lines if line.startswith("cheapest storage machine")]
+    kind = machine_types.cheapest_holding(-(-need // MIB))
+    assert kind is not None and kind.memory_mib * MIB >= need
+    assert cheapest == [line for line in plan.lines if f": {kind.name} (" in line]
+    assert f"for 64 (" in cheapest[0]
+    # the same graph over the pool's own 4 machines: no count problem
+    four = check_counts(counts, res, loads_from_counts(counts, 4), res_file="r.yaml")
+    assert f"{POOL}.num_replicas" not in {p.path for p in four.problems}
