@@ -30,6 +30,7 @@ import os
 import re
 import secrets
 import tempfile
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -92,41 +93,77 @@ def check_listed_file(marker_uri: str, name: object) -> str:
     return name
 
 
-def read_success(run_dir: str, node_type: str) -> dict:
-    """The ``_SUCCESS`` marker of a node type's embeddings, checked: RuntimeFailure when it is
-    missing, not JSON, of an unknown schema, or lists files outside the folder."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EmbeddingsMarker:
+    """The ``_SUCCESS`` marker of one node type's embeddings (module docs). ``files`` are paths
+    relative to the node type's folder, each a part file this module writes."""
+
+    node_type: str
+    count: int  # rows over all files: every node of the type exactly once
+    dim: int
+    files: tuple[str, ...]
+    checkpoint_step: int
+    finished_at: datetime.datetime  # UTC
+    seconds: float  # the inference attempt's duration
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps({"schema_version": self.schema_version, "node_type": self.node_type,
+                           "count": self.count, "dim": self.dim, "files": list(self.files),
+                           "checkpoint_step": self.checkpoint_step,
+                           "finished_at": self.finished_at.isoformat(timespec="seconds"),
+                           "seconds": self.seconds}, indent=1)
+
+    @classmethod
+    def from_json(cls, uri: str, text: str, node_type: str) -> EmbeddingsMarker:
+        """The marker read from ``uri``, checked: RuntimeFailure when it is not JSON, of an
+        unknown schema, lacks a field, or lists files outside the folder. Schema 1 markers have
+        no ``node_type``, ``checkpoint_step`` or ``seconds`` (``node_type`` is the folder's)."""
+        try:
+            raw = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); "
+                                 "rerun the infer stage") from None
+        if not isinstance(raw, dict):
+            raise RuntimeFailure(f"{uri} is not a JSON object; rerun the infer stage")
+        if raw.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+            raise RuntimeFailure(f"{uri}: schema_version {raw.get('schema_version')!r}, this "
+                                 f"version reads {READABLE_SCHEMA_VERSIONS}; rerun the infer stage")
+        missing = [k for k in ("count", "dim", "files", "finished_at") if k not in raw]
+        if missing or not isinstance(raw["files"], list):
+            raise RuntimeFailure(f"{uri} lacks {', '.join(missing) or 'a files list'}; rerun the "
+                                 "infer stage")
+        files = tuple(check_listed_file(uri, name) for name in raw["files"])
+        try:
+            return cls(node_type=str(raw.get("node_type", node_type)), count=int(raw["count"]),
+                       dim=int(raw["dim"]), files=files,
+                       checkpoint_step=int(raw.get("checkpoint_step", 0)),
+                       finished_at=datetime.datetime.fromisoformat(raw["finished_at"]),
+                       seconds=float(raw.get("seconds", 0.0)),
+                       schema_version=int(raw["schema_version"]))
+        except (TypeError, ValueError) as exc:
+            raise RuntimeFailure(f"{uri}: {exc}; rerun the infer stage") from None
+
+
+def read_success(run_dir: str, node_type: str) -> EmbeddingsMarker:
+    """The ``_SUCCESS`` marker of a node type's embeddings, checked
+    (:meth:`EmbeddingsMarker.from_json`); RuntimeFailure when it is missing."""
     uri = uris.join(embeddings_uri(run_dir, node_type), SUCCESS)
     if not uris.exists(uri):
         raise RuntimeFailure(f"no complete embeddings for node type {node_type!r}: {uri} is missing "
                              "(run the infer stage; a failed or interrupted run leaves no marker)")
-    try:
-        marker = json.loads(uris.read_text(uri))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); "
-                             "rerun the infer stage") from None
-    if not isinstance(marker, dict):
-        raise RuntimeFailure(f"{uri} is not a JSON object; rerun the infer stage")
-    if marker.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
-        raise RuntimeFailure(f"{uri}: schema_version {marker.get('schema_version')!r}, this version "
-                             f"reads {READABLE_SCHEMA_VERSIONS}; rerun the infer stage")
-    missing = [k for k in ("count", "dim", "files", "finished_at") if k not in marker]
-    if missing or not isinstance(marker["files"], list):
-        raise RuntimeFailure(f"{uri} lacks {', '.join(missing) or 'a files list'}; rerun the "
-                             "infer stage")
-    for name in marker["files"]:
-        check_listed_file(uri, name)
-    return marker
+    return EmbeddingsMarker.from_json(uri, uris.read_text(uri), node_type)
 
 
-def publish_success(out_dir: str, marker: dict) -> None:
+def publish_success(out_dir: str, marker: EmbeddingsMarker) -> None:
     """Write ``_SUCCESS`` (the atomic switch to the attempt it lists), then remove every other
     attempt folder and flat part files of schema 1 (module docs: order matters)."""
     from graphstore.pause_points import pause_point
 
     pause_point("embeddings:before-success")
-    uris.write_text(uris.join(out_dir, SUCCESS), json.dumps(marker, indent=1))
+    uris.write_text(uris.join(out_dir, SUCCESS), marker.to_json())
     pause_point("embeddings:switched")
-    keep = {name.split("/", 1)[0] for name in marker["files"] if "/" in name}
+    keep = {name.split("/", 1)[0] for name in marker.files if "/" in name}
     for name in uris.list_dirs(out_dir):
         if name.startswith(ATTEMPT_PREFIX) and name not in keep:
             uris.remove_tree(uris.join(out_dir, name))

@@ -41,7 +41,7 @@ import torch.distributed as dist
 from graphstore import uris
 from graphstore.compute_machine import compute_machine
 from graphstore.dataset_source import DatasetSource
-from graphstore.embeddings import (SCHEMA_VERSION, SUCCESS, new_attempt_name, publish_success,
+from graphstore.embeddings import (SUCCESS, EmbeddingsMarker, new_attempt_name, publish_success,
                                    shard_name, write_part)
 from graphstore.env import ClusterTopology
 from graphstore.errors import RuntimeFailure, UsageError
@@ -119,16 +119,15 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
         if rows != expected or distinct != expected:
             raise RuntimeFailure(f"infer {node_type}: wrote {rows} rows ({distinct} distinct ids) "
                                  f"for {expected} nodes; no {SUCCESS} marker written")
-        marker = {"schema_version": SCHEMA_VERSION, "node_type": node_type,
-                  "count": rows, "dim": dim,
-                  "files": [f"{attempt[0]}/{shard_name(r, world)}" for r in range(world)],
-                  "checkpoint_step": int(ckpt.get("step", 0)),
-                  "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                      timespec="seconds"),
-                  "seconds": round(time.perf_counter() - t0, 1)}
+        marker = EmbeddingsMarker(
+            node_type=node_type, count=rows, dim=dim,
+            files=tuple(f"{attempt[0]}/{shard_name(r, world)}" for r in range(world)),
+            checkpoint_step=int(ckpt.get("step", 0)),
+            finished_at=datetime.datetime.now(datetime.timezone.utc),
+            seconds=round(time.perf_counter() - t0, 1))
         publish_success(out_dir, marker)
         log.info("infer %s done: %d embeddings (dim %d) in %.1f s -> %s", node_type, rows, dim,
-                 marker["seconds"], out_dir)
+                 marker.seconds, out_dir)
     shutdown_compute_process()
 
 

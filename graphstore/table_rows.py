@@ -17,6 +17,7 @@ import tempfile
 from typing import Iterator
 
 from graphstore import uris
+from graphstore.bigquery_source import is_bigquery
 from graphstore.errors import InputDataError, RuntimeFailure
 
 
@@ -66,7 +67,7 @@ class _GcsObject(io.RawIOBase):
 def _cloud_errors(uri: str) -> Iterator[None]:
     """Google client errors as ours: no credentials or access, or another API failure, is a
     RuntimeFailure naming ``uri``; a missing object an InputDataError."""
-    if not (uris.is_gcs(uri) or uri.startswith("bq://")):
+    if not (uris.is_gcs(uri) or is_bigquery(uri)):
         yield
         return
     from google.api_core import exceptions as gexc

@@ -36,7 +36,6 @@ from graphstore.stage import stage_resources, stage_section
 
 log = logging.getLogger(__name__)
 STAGES = ("partition", "train", "infer", "export")
-PLACEHOLDERS = ("{run_id}", "{run_date}", "{run_time}")
 
 
 # RUN_RECORD (defined in graphstore.run_paths, kept importable from here): a run folder's claim,

@@ -31,6 +31,7 @@ import re
 from typing import Iterator, Mapping
 
 from graphstore import uris
+from graphstore.bigquery_source import is_bigquery
 from graphstore.config import ConfigError, Problem, ResourceConfig, TaskConfig
 from graphstore.config.resource_schema import GPU_UNSPECIFIED, PoolConfig, StageResources
 from graphstore.errors import show
@@ -105,7 +106,7 @@ def image_problem(image: str) -> str | None:
 
 
 def _local(uri: str | None) -> bool:
-    return bool(uri) and not uris.is_gcs(uri) and not uri.startswith("bq://")
+    return bool(uri) and not uris.is_gcs(uri) and not is_bigquery(uri)
 
 
 def _input_problems(task: TaskConfig, task_file: str) -> Iterator[Problem]:

@@ -186,7 +186,7 @@ def check(expect: str, steps: int, work: Path, timeout_s: float) -> dict:
     for node_type in task.inferencer.node_types:
         folder = RunPaths(str(run)).embeddings(node_type)
         marker = read_success(str(run), node_type)
-        table = pq.read_table([str(Path(folder) / f) for f in marker["files"]])
+        table = pq.read_table([str(Path(folder) / f) for f in marker.files])
         ids = table.column("int_id").to_numpy()
         emb = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
         expected = manifest.node_types[node_type].count

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from graphstore.bigquery_source import TABLE_PATTERN as BQ_TABLE
+from graphstore.bigquery_source import TABLE_PATTERN as BQ_TABLE, is_bigquery
 from graphstore.config._fields import Bool, Choice, Int, Issues, Model, Name, Str
 from graphstore.config._graph import EdgeType, GraphMetadata, unique
 from graphstore.errors import show
@@ -57,7 +57,7 @@ def resolve_uri(uri: str, base: str) -> str:
 def _source_format(uri: str, given: str | None) -> str:
     """The format of a source: checked against a ``bq://`` uri, else given or inferred from the name."""
     issues = Issues()
-    if uri.startswith("bq://"):  # a BigQuery table (graphstore.bigquery_source)
+    if is_bigquery(uri):  # a BigQuery table (graphstore.bigquery_source)
         if given not in (None, "bigquery"):
             issues.bad(("format",), given, "must be bigquery (or absent) for a bq:// uri")
         if not BQ_TABLE.match(uri):

@@ -59,10 +59,10 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
 
     marker = read_success(run_dir, node_type)
     folder = embeddings_uri(run_dir, node_type)
-    created = datetime.datetime.fromisoformat(marker["finished_at"])
+    created = marker.finished_at
     with tempfile.TemporaryDirectory(prefix="export-") as tmp:
         files = []
-        for name in marker["files"]:
+        for name in marker.files:
             uri = uris.join(folder, name)
             if not uris.exists(uri):
                 raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
@@ -82,13 +82,13 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
             [node_type, model_version, run_id, created, files, [id_map]])
         con.close()
     count = pq.ParquetFile(tmp_out).metadata.num_rows
-    if count != marker["count"]:
+    if count != marker.count:
         os.remove(tmp_out)
         raise RuntimeFailure(f"embeddings of {node_type!r}: {count} rows join the id map, the marker "
-                             f"says {marker['count']}; the embeddings and shards are from different "
+                             f"says {marker.count}; the embeddings and shards are from different "
                              "runs? (rerun infer)")
     os.replace(tmp_out, out_path)
     raw_type = pq.read_schema(out_path).field("node_id").type
-    return Rows(path=out_path, node_type=node_type, count=count, dim=int(marker["dim"]),
+    return Rows(path=out_path, node_type=node_type, count=count, dim=marker.dim,
                 node_id_type="STRING" if str(raw_type) in ("string", "large_string") else "INT64",
                 created_at=created)

@@ -55,16 +55,16 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+OUT_OF_MEMORY = (MemoryError, duckdb.OutOfMemoryException)
+"""What running out of memory raises during a partition step (Python's, DuckDB's)."""
+
+
 def out_of_memory(step: str, memory_limit_mb: int, exc: BaseException) -> RuntimeFailure:
     """The error for running out of memory during ``step``."""
     return RuntimeFailure(
         f"partition ran out of memory while {step} ({_first_line(exc)}); {MEMORY_KEY} is "
         f"{memory_limit_mb} MB: set it to what this machine can give the partitioner (higher when "
         "DuckDB reached it, lower when the machine ran out first), or use a machine with more memory")
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    return isinstance(exc, (MemoryError, duckdb.OutOfMemoryException))
 
 
 def check_csv_file(path: str, uri: str) -> None:
@@ -162,7 +162,7 @@ def reading(step: str, tables: Sequence["Table"], memory_limit_mb: int) -> Itera
     (module docs). ``step`` says what it was doing, for the out-of-memory message."""
     try:
         yield
-    except (MemoryError, duckdb.OutOfMemoryException) as exc:
+    except OUT_OF_MEMORY as exc:
         raise out_of_memory(step, memory_limit_mb, exc) from None
     except (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.IOException) as exc:
         table = _blamed(exc, tables)

@@ -27,7 +27,7 @@ again.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -37,13 +37,13 @@ from graphstore.config import EdgeType
 from graphstore.errors import UsageError
 from graphstore.graph_dataset import DatasetBase, LoaderOptions
 from graphstore.ports import free_ports
+from graphstore.replicated.format import View
 from graphstore.replicated.graph_file import FeatureFile, GraphFile
 from graphstore.storage import protocol as P
 from graphstore.storage.queries import contiguous_slice
 
 PARTITION = 0
 """The one partition of a replicated graph: every process holds all of it."""
-View = Literal["full", "train"]
 
 
 class GraphFileService:

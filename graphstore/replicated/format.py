@@ -63,7 +63,8 @@ MAGIC = {"graph": b"GSGRAPH\0", "features": b"GSFEATS\0"}
 PREAMBLE_BYTES = 64
 ALIGN = 64
 _PREAMBLE = struct.Struct("<8sIIQQ32s")  # magic, version, 0, header offset, header length, sha256
-VIEWS = ("full", "train")
+View = Literal["full", "train"]
+"""A graph file's views: every edge, or the training edges only (a splitter's file)."""
 SPLIT_NAMES = ("all", "train", "val", "test")
 Kind = Literal["graph", "features"]
 

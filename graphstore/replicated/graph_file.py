@@ -29,10 +29,9 @@ from graphstore.errors import InputDataError, UsageError
 from graphstore.splitter import SPLIT_CODE
 from graphstore.replicated.format import (
     MAGIC, PREAMBLE_BYTES, SCHEMA_VERSION, SPLIT_NAMES, CsrView, GraphHeader, LabelEntry, Section,
-    unpack_preamble,
+    View, unpack_preamble,
 )
 
-View = Literal["full", "train"]
 _HASH_CHUNK = 16 << 20
 
 

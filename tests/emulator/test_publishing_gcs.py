@@ -64,14 +64,14 @@ def test_sigkill_around_the_embeddings_switch_on_gcs(bucket, tmp_path):
         assert proc.returncode == 0, proc.stderr[-2000:]
 
     write("1.0")
-    first = read_success(run_dir, "user")["files"]
+    first = read_success(run_dir, "user").files
     kill_at("embeddings:before-success", [writer, run_dir, "user", "50", "4", "2.0"], tmp_path)
-    assert read_success(run_dir, "user")["files"] == first
+    assert read_success(run_dir, "user").files == first
     assert all(uris.exists(f"{run_dir}/embeddings/user/{f}") for f in first)
     kill_at("embeddings:switched", [writer, run_dir, "user", "50", "4", "3.0"], tmp_path)
-    switched = read_success(run_dir, "user")["files"]
+    switched = read_success(run_dir, "user").files
     assert switched != first
     assert all(uris.exists(f"{run_dir}/embeddings/user/{f}") for f in switched)
     write("4.0")
-    last = read_success(run_dir, "user")["files"]
+    last = read_success(run_dir, "user").files
     assert uris.list_dirs(f"{run_dir}/embeddings/user") == [last[0].split("/")[0]]

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from graphstore import uris
-from graphstore.embeddings import (SCHEMA_VERSION, embeddings_uri, new_attempt_name,
+from graphstore.embeddings import (EmbeddingsMarker, embeddings_uri, new_attempt_name,
                                    publish_success, shard_name, write_part)
 
 
@@ -27,11 +27,9 @@ def main(run_dir: str, node_type: str, count: int, dim: int, scale: float) -> No
         name = f"{attempt}/{shard_name(rank, 2)}"
         write_part(uris.join(out, name), part, emb[part])
         files.append(name)
-    publish_success(out, {"schema_version": SCHEMA_VERSION, "node_type": node_type,
-                          "count": count, "dim": dim, "files": files, "checkpoint_step": 1,
-                          "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                          "seconds": 0.0})
-
+    publish_success(out, EmbeddingsMarker(
+        node_type=node_type, count=count, dim=dim, files=tuple(files), checkpoint_step=1,
+        finished_at=datetime.datetime.now(datetime.timezone.utc), seconds=0.0))
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
