@@ -70,6 +70,21 @@ def _status_kib(pid: int, key: str, name: str = "status") -> int:
     return 0
 
 
+def _rollup_kib(pid: int) -> dict[str, int]:
+    """``/proc/<pid>/smaps_rollup``'s fields (KiB): Pss and its anonymous, shared-memory and
+    file-backed parts."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key.startswith("Pss"):
+                    out[key] = int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
 def _children(pid: int) -> list[int]:
     out: list[int] = []
     try:
@@ -143,15 +158,20 @@ def measure_launch(task: Path, res: Path, run_dir: Path) -> dict[int, dict]:
         for index, pid in mains.items():
             tree = _tree(pid)
             by_role: dict[str, float] = {}
+            kinds: dict[str, float] = {}
             for p in tree:
                 role = _role(p, pid)
-                by_role[role] = by_role.get(role, 0.0) + _status_kib(p, "Pss", "smaps_rollup") / 1024
+                rollup = _rollup_kib(p)
+                by_role[role] = by_role.get(role, 0.0) + rollup.get("Pss", 0) / 1024
+                for key in ("Pss_Anon", "Pss_Shmem", "Pss_File"):
+                    kinds[f"{role}.{key}"] = kinds.get(f"{role}.{key}", 0.0) + rollup.get(key, 0) / 1024
             pss = sum(by_role.values())
             hwm = _status_kib(pid, "VmHWM") / 1024
             entry = peak.setdefault(index, {"peak_pss_mib": 0.0, "main_hwm_mib": 0.0, "processes": 0})
             if pss > entry["peak_pss_mib"]:
                 entry["peak_pss_mib"] = pss
                 entry["peak_by_role_mib"] = {k: round(v, 1) for k, v in sorted(by_role.items())}
+                entry["peak_by_kind_mib"] = {k: round(v, 1) for k, v in sorted(kinds.items())}
             entry["main_hwm_mib"] = max(entry["main_hwm_mib"], hwm)
             entry["processes"] = max(entry["processes"], len(tree))
         time.sleep(POLL_S)

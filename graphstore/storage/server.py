@@ -46,6 +46,7 @@ from graphstore.heartbeat import Heartbeat
 from graphstore.ports import PortHold
 from graphstore.stage import StageContext
 from graphstore.storage import protocol
+from graphstore.storage.allocator import use_lean_allocators
 from graphstore.storage.dataset import PartitionGraph, StorageState, glt_dataset, load_partition_graph
 from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
 from graphstore.storage.service import StorageService
@@ -218,6 +219,7 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     """The whole life of one storage machine process (see module docs for the order)."""
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
+    use_lean_allocators()  # before any child starts: they inherit it
     session_ports = PortHold(hold_s=math.inf)  # bound by the sessions, one after another
     first = SessionProcess(0, topology.machine_index)  # imports while we agree and load
     try:
