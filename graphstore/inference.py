@@ -50,7 +50,7 @@ from graphstore.stage import StageContext
 from graphstore.config.default_args import InferencerArgs  # torch-free: the config loader checks them too
 from graphstore.training.batches import seed_count, view
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint
-from graphstore.training.model import LinkPredictionEncoder, ModelConfig
+from graphstore.training.model import LinkPredictionEncoder
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def load_checkpoint(uri: str) -> Checkpoint:
 
 
 
-def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, args: InferencerArgs,
+def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: Checkpoint, args: InferencerArgs,
             batch_size: int, out_dir: str, source: DatasetSource) -> None:
     from graphstore import DistNeighborLoader, init_compute_process, shutdown_compute_process
     from graphstore.cli import setup_logging
@@ -79,11 +79,11 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     attempt = [new_attempt_name() if rank == 0 else ""]
     dist.broadcast_object_list(attempt, src=0)  # every rank writes into rank 0's attempt folder
     attempt_dir = uris.join(out_dir, attempt[0])
-    model = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
-    model.load_state_dict(ckpt["state_dict"])  # CPU tensors (read with map_location="cpu")
+    model = LinkPredictionEncoder(ckpt.model_config)
+    model.load_state_dict(ckpt.state_dict)  # CPU tensors (read with map_location="cpu")
     model.to(device.torch_device).eval()
     homo = meta.homogeneous_types
-    fanout = list(args.num_neighbors or ckpt.get("num_neighbors") or (10, 5))
+    fanout = list(ckpt.fanout(args.num_neighbors))
     node_ids = ds.fetch_node_ids(node_type=node_type)  # this rank's share of every partition
     total = sum(len(t) for t in node_ids.values())
     loader = DistNeighborLoader(ds, fanout, node_ids if homo else (node_type, node_ids),
@@ -106,7 +106,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
     loader.shutdown()
     log.info("infer %s rank=%d loader shut down in %.2f s", node_type, rank,
              time.perf_counter() - t_shut)
-    dim = int(ckpt["model_config"]["out_dim"])
+    dim = ckpt.model_config.out_dim
     mine_ids = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
     mine = torch.cat(embs) if embs else torch.empty(0, dim)
     write_part(uris.join(attempt_dir, shard_name(rank, world)), mine_ids.numpy(), mine.numpy())
@@ -122,7 +122,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: dict, a
         marker = EmbeddingsMarker(
             node_type=node_type, count=rows, dim=dim,
             files=tuple(f"{attempt[0]}/{shard_name(r, world)}" for r in range(world)),
-            checkpoint_step=int(ckpt.get("step", 0)),
+            checkpoint_step=ckpt.step,
             finished_at=datetime.datetime.now(datetime.timezone.utc),
             seconds=round(time.perf_counter() - t0, 1))
         publish_success(out_dir, marker)

@@ -46,11 +46,16 @@ def runs_module(command: str, module: str) -> bool:
     return any(a == "-m" and b == module for a, b in zip(argv, argv[1:]))
 
 
+DEFAULT_NUM_NEIGHBORS = (10, 5)
+"""The default trainer's fan-out per layer (``trainerArgs.num_neighbors``); inference samples with
+the checkpoint's own unless ``inferencerArgs.num_neighbors`` says otherwise."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainerArgs:
     """``trainerConfig.trainerArgs`` of the default trainer."""
 
-    num_neighbors: tuple[int, ...] = field(default=(10, 5), metadata={"min": -1})  # -1: all
+    num_neighbors: tuple[int, ...] = field(default=DEFAULT_NUM_NEIGHBORS, metadata={"min": -1})  # -1: all
     batch_size: int = field(default=256, metadata={"min": 1})  # (anchor, positive) pairs per step and rank
     num_random_negatives: int = 256  # random label nodes per step and rank; 0: none
     in_batch_negatives: bool = True  # the batch's other positives are negatives of each pair too

@@ -34,13 +34,16 @@ import json
 import os
 import pickle
 import tempfile
-from typing import Any, Mapping, TypedDict
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from graphstore import uris
+from graphstore.config.default_args import DEFAULT_NUM_NEIGHBORS
 from graphstore.errors import UsageError
 from graphstore.run_paths import CHECKPOINT_MODEL
+from graphstore.training.model_config import ModelConfig
 
 FORMAT = "graphstore-checkpoint"
 SCHEMA_VERSION = 2
@@ -48,23 +51,28 @@ KEYS = ("format", "schema_version", "metadata", "state_dict", "optimizer")
 METADATA_KEYS = ("model_config", "step", "num_neighbors")
 
 
-class Checkpoint(TypedDict):
-    """What :func:`read_checkpoint` returns (a dict, so it crosses ``mp.spawn`` as it is)."""
+@dataclass(frozen=True, kw_only=True)
+class Checkpoint:
+    """What :func:`read_checkpoint` returns: the checked contents of a checkpoint file."""
 
-    model_config: dict[str, Any]
-    step: int
-    num_neighbors: list[int] | None
+    model_config: ModelConfig
+    step: int  # steps trained
+    num_neighbors: tuple[int, ...] | None  # the training fan-out (None: not recorded)
     state_dict: dict[str, torch.Tensor]
     optimizer: dict[str, Any] | None
-    metadata: dict[str, Any]
+
+    def fanout(self, override: Sequence[int] | None = None) -> tuple[int, ...]:
+        """The fan-out to sample with: ``override`` (a config's), else the training fan-out,
+        else the trainer's default (:data:`DEFAULT_NUM_NEIGHBORS`)."""
+        return tuple(override or self.num_neighbors or DEFAULT_NUM_NEIGHBORS)
 
 
 def write_checkpoint(uri: str, *, state_dict: Mapping[str, torch.Tensor],
-                     optimizer: Mapping[str, Any] | None, model_config: Mapping[str, Any],
-                     step: int, num_neighbors: list[int] | None) -> None:
+                     optimizer: Mapping[str, Any] | None, model_config: ModelConfig,
+                     step: int, num_neighbors: Sequence[int] | None) -> None:
     """Write a schema-2 checkpoint to ``uri`` (local or gs://); a reader never sees part of it
     (uris.put_file: rename locally, one object upload on GCS)."""
-    metadata = {"model_config": dict(model_config), "step": int(step),
+    metadata = {"model_config": model_config.to_dict(), "step": int(step),
                 "num_neighbors": None if num_neighbors is None else [int(n) for n in num_neighbors],
                 "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     payload = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
@@ -134,9 +142,15 @@ def parse_checkpoint(raw: Any, uri: str, fix: str) -> Checkpoint:
     if not isinstance(metadata["model_config"], dict) or not isinstance(metadata["step"], int):
         raise UsageError(f"{uri}: corrupt graphstore checkpoint (metadata model_config / step); "
                          f"{fix}")
-    return Checkpoint(model_config=metadata["model_config"], step=metadata["step"],
-                      num_neighbors=metadata["num_neighbors"], state_dict=state,
-                      optimizer=raw["optimizer"], metadata=metadata)
+    fanout = metadata["num_neighbors"]
+    try:
+        model_config = ModelConfig.from_dict(metadata["model_config"])
+        fanout = None if fanout is None else tuple(int(n) for n in fanout)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise UsageError(f"{uri}: corrupt graphstore checkpoint (metadata model_config / "
+                         f"num_neighbors: {exc}); {fix}") from None
+    return Checkpoint(model_config=model_config, step=metadata["step"], num_neighbors=fanout,
+                      state_dict=state, optimizer=raw["optimizer"])
 
 
 def read_checkpoint(uri: str, *, fix: str) -> Checkpoint:

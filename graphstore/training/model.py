@@ -16,8 +16,7 @@ count rows: a checkpoint's model serves only the graph it was trained on.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -26,30 +25,7 @@ from torch_geometric.nn import HeteroConv, SAGEConv
 
 from graphstore.errors import UsageError
 
-EdgeTypeTuple = tuple[str, str, str]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """Everything needed to rebuild the model from a checkpoint."""
-
-    node_feature_dims: dict[str, int]
-    edge_types: tuple[EdgeTypeTuple, ...]
-    hidden_dim: int = 64
-    out_dim: int = 64
-    num_layers: int = 2
-    dropout: float = 0.0
-    decoder: Literal["dot", "cosine"] = "dot"
-    id_embedding_counts: dict[str, int] = field(default_factory=dict)  # node type -> rows
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["edge_types"] = [list(e) for e in self.edge_types]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
-        return cls(**{**d, "edge_types": tuple(tuple(e) for e in d["edge_types"])})
+from graphstore.training.model_config import EdgeTypeTuple, ModelConfig  # noqa: F401 (re-exported)
 
 
 def id_embedding_counts(node_types: Sequence[str], node_counts: Mapping[str, int],

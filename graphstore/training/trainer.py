@@ -81,8 +81,8 @@ def _save(ckpt_uri: str, model, optimizer, cfg: ModelConfig, args: TrainerArgs, 
     """``model.pt`` then ``metrics.json`` into the checkpoint folder (local or gs://); each lands
     whole (uris.put_file: rename locally, one object upload on GCS)."""
     write_checkpoint(uris.join(ckpt_uri, CHECKPOINT_MODEL), state_dict=model.state_dict(),
-                     optimizer=optimizer.state_dict(), model_config=cfg.to_dict(), step=step,
-                     num_neighbors=list(args.num_neighbors))
+                     optimizer=optimizer.state_dict(), model_config=cfg, step=step,
+                     num_neighbors=args.num_neighbors)
     uris.write_text(uris.join(ckpt_uri, CHECKPOINT_METRICS), json.dumps(metrics, indent=1))
 
 
@@ -125,10 +125,10 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
                                       weight_decay=args.weight_decay)
         step = 0
         if resume is not None:
-            model.load_state_dict(resume["state_dict"])
-            if resume["optimizer"] is not None:
-                optimizer.load_state_dict(resume["optimizer"])
-            step = resume["step"]
+            model.load_state_dict(resume.state_dict)
+            if resume.optimizer is not None:
+                optimizer.load_state_dict(resume.optimizer)
+            step = resume.step
             log.info("resuming from %s at step=%d", ckpt_dir, step)
         ddp = device.ddp(model, find_unused_parameters=True)  # device_ids + NCCL on CUDA
         streams, popularity, train_inputs = [], {}, {}

@@ -80,7 +80,7 @@ def test_hard_negatives_reach_the_loss_and_the_model_infers(tmp_path):
     assert [h["step"] for h in metrics["val_history"]] == [30]
     assert metrics["test"]["model"]["mrr"] > metrics["test"]["popularity"]["mrr"], metrics["test"]
     ckpt = read_checkpoint(str(run / "checkpoint" / "model.pt"), fix="-")
-    relations = {et[1] for et in ckpt["model_config"]["edge_types"]}
+    relations = {et[1] for et in ckpt.model_config.edge_types}
     assert relations == {"buys", "rev_buys", "similar_to"}, relations  # dislikes pass no message
 
     infer_out = _train(tp, rp, run, stage="infer")

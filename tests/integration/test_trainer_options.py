@@ -44,9 +44,9 @@ def test_options_train_keep_the_best_checkpoint_and_infer(tmp_path):
     ckpt = read_checkpoint(str(run / "checkpoint" / "model.pt"), fix="-")
     manifest = ShardSet.open(str(run / "shards")).manifest
     for nt in ("user", "item"):
-        assert ckpt["state_dict"][f"id_emb.{nt}.weight"].shape == (manifest.node_types[nt].count, 32)
-    assert ckpt["model_config"]["dropout"] == 0.1
-    assert ckpt["model_config"]["id_embedding_counts"] == {
+        assert ckpt.state_dict[f"id_emb.{nt}.weight"].shape == (manifest.node_types[nt].count, 32)
+    assert ckpt.model_config.dropout == 0.1
+    assert ckpt.model_config.id_embedding_counts == {
         "user": manifest.node_types["user"].count, "item": manifest.node_types["item"].count}
     # the inferencer rebuilds the model with its id embeddings from the checkpoint
     infer_out = _train(tp, rp, run, stage="infer")

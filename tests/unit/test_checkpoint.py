@@ -60,23 +60,23 @@ def test_round_trip_restores_model_optimizer_and_metadata(tmp_path: Path) -> Non
     model, optimizer = _trained()
     path = tmp_path / "model.pt"
     write_checkpoint(str(path), state_dict=model.state_dict(), optimizer=optimizer.state_dict(),
-                     model_config=CFG.to_dict(), step=42, num_neighbors=[5, 3])
+                     model_config=CFG, step=42, num_neighbors=[5, 3])
     raw = torch.load(path, weights_only=True)  # loadable without unpickling any object
     assert raw["format"] == FORMAT and raw["schema_version"] == SCHEMA_VERSION
     assert isinstance(raw["metadata"], str)
     for ckpt in (read_checkpoint(str(path), fix="-"), load_checkpoint(str(path))):
-        assert ckpt["step"] == 42 and ckpt["num_neighbors"] == [5, 3]
-        again = LinkPredictionEncoder(ModelConfig.from_dict(ckpt["model_config"]))
-        again.load_state_dict(ckpt["state_dict"])
+        assert ckpt.step == 42 and ckpt.num_neighbors == (5, 3)
+        again = LinkPredictionEncoder(ckpt.model_config)
+        again.load_state_dict(ckpt.state_dict)
         for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
             assert torch.equal(a, b), name
         opt2 = torch.optim.AdamW(again.parameters(), lr=0.5)
-        opt2.load_state_dict(ckpt["optimizer"])
+        opt2.load_state_dict(ckpt.optimizer)
         assert opt2.param_groups[0]["lr"] == 0.01
         state = opt2.state_dict()["state"]
         assert all(torch.equal(state[k]["exp_avg"], v["exp_avg"])
                    for k, v in optimizer.state_dict()["state"].items())
-    assert resume_checkpoint(str(tmp_path))["step"] == 42
+    assert resume_checkpoint(str(tmp_path)).step == 42
     assert resume_checkpoint(str(tmp_path / "nothing-here")) is None
 
 
@@ -115,7 +115,7 @@ def test_a_truncated_checkpoint_is_a_usage_error(tmp_path: Path) -> None:
     model, optimizer = _trained()
     path = tmp_path / "model.pt"
     write_checkpoint(str(path), state_dict=model.state_dict(), optimizer=optimizer.state_dict(),
-                     model_config=CFG.to_dict(), step=1, num_neighbors=None)
+                     model_config=CFG, step=1, num_neighbors=None)
     path.write_bytes(path.read_bytes()[:300])
     with pytest.raises(UsageError) as exc:
         resume_checkpoint(str(tmp_path))
@@ -141,7 +141,7 @@ def test_another_schema_version_is_a_usage_error(tmp_path: Path, version: int) -
                     "step": 5, "num_neighbors": [5, 3]}, path)
     else:
         write_checkpoint(str(path), state_dict=model.state_dict(), optimizer=None,
-                         model_config=CFG.to_dict(), step=5, num_neighbors=[5, 3])
+                         model_config=CFG, step=5, num_neighbors=[5, 3])
         raw = torch.load(path, weights_only=True)
         torch.save({**raw, "schema_version": version}, path)
     with pytest.raises(UsageError) as exc:
@@ -162,3 +162,18 @@ def test_a_missing_checkpoint_says_to_train_first(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as exc:
         load_checkpoint(str(tmp_path / "model.pt"))
     _one_line(exc, "run the train stage first")
+
+
+def test_the_fan_out_comes_from_the_config_then_the_checkpoint_then_the_default(tmp_path):
+    from graphstore.config.default_args import DEFAULT_NUM_NEIGHBORS, TrainerArgs
+
+    model, optimizer = _trained()
+    for recorded in ([5, 3], None):
+        path = tmp_path / f"model-{recorded}.pt"
+        write_checkpoint(str(path), state_dict=model.state_dict(), optimizer=None,
+                         model_config=CFG, step=3, num_neighbors=recorded)
+        ckpt = read_checkpoint(str(path), fix="-")
+        assert ckpt.model_config == CFG
+        assert ckpt.fanout([7]) == (7,)
+        assert ckpt.fanout(None) == (tuple(recorded) if recorded else DEFAULT_NUM_NEIGHBORS)
+    assert TrainerArgs().num_neighbors == DEFAULT_NUM_NEIGHBORS
