@@ -10,6 +10,7 @@ pyarrow's default pool (mimalloc) keeps what Parquet decoding freed. Measured wi
 and pyarrow's system pool (main process -40 MiB, session -60 MiB); nothing changed on a 20 k-edge
 partition (1 019 MiB either way) and the load took as long.
 
+:func:`release_freed_memory` returns what is left once a partition is built.
 :func:`use_lean_allocators` applies both to this process and, through the environment, to every
 process it starts afterwards (glibc reads ``MALLOC_MMAP_THRESHOLD_`` and pyarrow
 ``ARROW_DEFAULT_MEMORY_POOL`` when a process starts), so call it before the first session
@@ -42,3 +43,18 @@ def use_lean_allocators() -> None:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+def release_freed_memory() -> None:
+    """Give the pages of freed heap blocks back to the system (glibc ``malloc_trim``): blocks
+    under the mmap threshold (per-column arrays of a batch, Python objects) leave free pages
+    between live ones that glibc keeps otherwise. Called once a partition is built (measured in
+    a process that built a partition of 12.8 M feature values: 281 -> 228 MiB anonymous, what
+    it holds after building a 20 k-edge one). No-op where there is no glibc."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return
+    try:
+        ctypes.CDLL(libc_name).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

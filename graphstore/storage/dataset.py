@@ -59,7 +59,11 @@ from graphstore.splitter import SPLIT_CODE, DistNodeAnchorLinkSplitter, SplitRul
 
 log = logging.getLogger(__name__)
 STREAM_ROWS = 1 << 20
-"""Rows per batch when a partition's files are streamed (two int64 columns: 16 MiB)."""
+"""Rows per batch when a partition's edge and label files are streamed (two int64 columns:
+16 MiB)."""
+STREAM_BYTES = 16 << 20
+"""Bytes per batch when node feature files are streamed: ``STREAM_BYTES // row bytes`` rows (a
+row of 128 float32 features is 520 B: ~32 k rows per batch)."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +263,8 @@ def _features(shards: ShardSet, partition: int, node_type: str) -> torch.Tensor:
     feats, out = _shared_numpy((hi - lo, dim), torch.float32)
     seen = np.zeros(hi - lo, dtype=bool)
     columns = ["int_id", *(f"f_{i}" for i in range(dim))]
-    for batch in shards.stream_dir(rel, columns, batch_rows=STREAM_ROWS, verify=True):
+    batch_rows = max(1, min(STREAM_ROWS, STREAM_BYTES // (8 + 4 * dim)))
+    for batch in shards.stream_dir(rel, columns, batch_rows=batch_rows, verify=True):
         rows = _local_rows(batch.column(0).to_numpy().astype(np.int64, copy=False), lo, hi, where)
         if seen[rows].any() or len(np.unique(rows)) != len(rows):
             raise ShardFormatError(f"{where}: a node id appears twice; re-partition")

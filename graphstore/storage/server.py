@@ -46,7 +46,7 @@ from graphstore.heartbeat import Heartbeat
 from graphstore.ports import PortHold
 from graphstore.stage import StageContext
 from graphstore.storage import protocol
-from graphstore.storage.allocator import use_lean_allocators
+from graphstore.storage.allocator import release_freed_memory, use_lean_allocators
 from graphstore.storage.dataset import PartitionGraph, StorageState, glt_dataset, load_partition_graph
 from graphstore.storage.protocol import CLIENT_GROUP, SERVER_GROUP
 from graphstore.storage.service import StorageService
@@ -226,6 +226,7 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
         info = agree_on_cluster(ctx, topology, session_ports)
         graph, state, _ = load_partition(ctx.shards_uri, topology.machine_index,
                                            info.num_storage_nodes, ctx.storage.storage_args)
+        release_freed_memory()
         serve_sessions(graph, state, info, topology.machine_index, first)
     finally:
         first.stop(ctx.task.runtime.shutdown_timeout_s)
