@@ -28,6 +28,7 @@ Prints a table and writes benchmarks/results/plan.json (plan_calibration.json wi
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -247,13 +248,18 @@ def run_graph(work: Path, name: str, spec, base: str, num_compute: int) -> list[
 
 
 def fit(rows: list[dict]) -> dict:
-    """Least squares over the 1-compute rows; the compute term from the graph run with both."""
+    """Non-negative least squares over the 1-compute rows (a memory cost is never negative; plain
+    least squares gave a negative per-node cost on these six shapes, whose counts are partly
+    collinear); the compute term from the graph run with more compute processes."""
     import numpy as np
+    from scipy.optimize import nnls
 
     one = [r for r in rows if r["compute_processes"] == 1]
     a = np.array([[1.0, r["edges"], r["labels"], r["nodes_owned"], r["feature_values"]] for r in one])
     y = np.array([r["peak_pss_mib"] * 2**20 for r in one])
-    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    scale = a.max(axis=0)  # columns of similar size for the solver
+    coef, _ = nnls(a / scale, y)
+    coef = coef / scale
     pred = a @ coef
     more = [r for r in rows if r["compute_processes"] > 1]
     base_of = {(r["graph"], r["partition"]): r["peak_pss_mib"] for r in one}
@@ -267,6 +273,15 @@ def fit(rows: list[dict]) -> dict:
             "max_rel_error": float(np.max(np.abs(pred - y) / y))}
 
 
+def _provenance(started) -> dict:
+    """Date, commit, command and machine of a run (every results file carries them)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
+    return {"date": started.isoformat(timespec="seconds"), "commit": commit,
+            "command": "python benchmarks/plan.py " + " ".join(sys.argv[1:]),
+            "machine": {"node": platform.node(), "cpus": os.cpu_count()}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calibrate", action="store_true")
@@ -277,6 +292,7 @@ def main() -> int:
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now(datetime.timezone.utc)
     print(f"{'graph':>10} {'C':>2} {'part':>4} {'edges':>10} {'labels':>10} {'nodes':>9} {'feat_vals':>10} "
           f"{'peak_pss_mib':>12} {'main_hwm_mib':>12} {'estimate_mib':>12} {'est/pss':>7}", flush=True)
     rows: list[dict] = []
@@ -299,8 +315,8 @@ def main() -> int:
         result = {"max_abs_error": round(worst, 3), "within_25_percent": worst <= 0.25}
     from graphstore.sizing import MEASURED
 
-    result.update(rows=rows, model=MEASURED.__repr__(), machine=platform.node(),
-                  cpus=os.cpu_count(), poll_s=POLL_S, train_args=TRAIN_ARGS, split=SPLIT)
+    result.update(_provenance(started), rows=rows, model=MEASURED.__repr__(), poll_s=POLL_S,
+                  train_args=TRAIN_ARGS, split=SPLIT)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
     out = Path(a.json or REPO / "benchmarks" / "results" /
                ("plan_calibration.json" if a.calibrate else "plan.json"))

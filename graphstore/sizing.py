@@ -56,23 +56,22 @@ class MemoryModel:
 
 
 MEASURED = MemoryModel(
-    base_mib=1058.0, bytes_per_edge=115.9, bytes_per_label=114.5, bytes_per_owned_node=38.0,
-    bytes_per_feature_value=16.1, per_compute_process_mib=71.5,
-    measured=("2026-12-01, `python benchmarks/plan.py --calibrate` (2 CPUs), on the storage "
-              "processes of shard schema 2 (whole-graph partition books, Arrow + numpy + GLT "
-              "copies): peak PSS of 6 generated graphs (20 k-4 M edges, 2 k-1.5 M nodes, 16-128 "
-              "features, 5 homogeneous, 1 hetero) x 2 partitions, fit within 1.4%; the compute term "
-              "from 1, 2 and 4 compute processes. Its per-node term was per node of the whole "
-              "graph; it is applied here per owned node, an overestimate until the refit for "
-              "schema 3"))
+    base_mib=1023.1, bytes_per_edge=61.7, bytes_per_label=15.1, bytes_per_owned_node=0.0,
+    bytes_per_feature_value=10.1, per_compute_process_mib=69.3,
+    measured=("2026-12-02, `python benchmarks/plan.py --calibrate` (2 CPUs, commit 45b05d6, shard "
+              "schema 3: range-partitioned, streamed into shared memory): peak PSS of 6 generated "
+              "graphs (20 k-4 M edges, 2 k-1.5 M nodes, 16-128 features, 5 homogeneous, 1 hetero) "
+              "x 2 partitions, non-negative least squares, fit within 2.2%; the compute term from "
+              "1, 2 and 4 compute processes"))
 """The coefficients ``pipeline plan`` uses (see the module docs for how they were measured).
-What they mean, from how the storage process builds a partition (graphstore.storage.dataset):
-per edge, the Arrow column read from Parquet, the stacked ``edge_index``, the edge ids and GLT's
-CSR copy, with their transient sort buffers; per label, the sorted anchor and label arrays, the
-split codes and the train-edge masks they drive; per node of the whole graph, the int64 partition
-book and id -> row index of its type; per feature value, the Arrow column, the float32 matrix and
-GLT's copy of it; the base is three Python processes with torch and GLT loaded (the storage main
-process, its session process, the session's sampling workers, which share most pages)."""
+What they mean, from how the storage process builds a partition (graphstore.storage.dataset) and
+serves it: per edge, its neighbour and edge id in shared memory (16 B) and, in these runs, where
+labels and edges are one-to-one, the loaders' copies of the training pairs (sent to the sampling
+workers); per label, the anchor and label arrays (16 B); per feature value, the float32 matrix
+(4 B) and what the sampling workers gather from it; per owned node, nothing measurable (the row
+pointer's 8 B is within the fit's error); the base is four Python processes with torch and GLT
+loaded (the storage main process, its session process, the session's sampling forkserver and
+workers; torch 2.3's CUDA build alone is ~190 MiB of private memory per fresh interpreter)."""
 
 SYSTEM_RESERVE_MIB = 1024
 """Memory a Vertex AI worker needs besides our processes (kernel, container runtime, agents):
