@@ -274,7 +274,8 @@ def fit(rows: list[dict]) -> dict:
 
 
 def _provenance(started) -> dict:
-    """Date, commit, command and machine of a run (every results file carries them)."""
+    """Date, commit, command and machine of a run (every results file carries them); called when
+    the run starts."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
     return {"date": started.isoformat(timespec="seconds"), "commit": commit,
@@ -292,7 +293,7 @@ def main() -> int:
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    provenance = _provenance(datetime.datetime.now(datetime.timezone.utc))
     print(f"{'graph':>10} {'C':>2} {'part':>4} {'edges':>10} {'labels':>10} {'nodes':>9} {'feat_vals':>10} "
           f"{'peak_pss_mib':>12} {'main_hwm_mib':>12} {'estimate_mib':>12} {'est/pss':>7}", flush=True)
     rows: list[dict] = []
@@ -315,7 +316,7 @@ def main() -> int:
         result = {"max_abs_error": round(worst, 3), "within_25_percent": worst <= 0.25}
     from graphstore.sizing import MEASURED
 
-    result.update(_provenance(started), rows=rows, model=MEASURED.__repr__(), poll_s=POLL_S,
+    result.update(provenance, rows=rows, model=MEASURED.__repr__(), poll_s=POLL_S,
                   train_args=TRAIN_ARGS, split=SPLIT)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
     out = Path(a.json or REPO / "benchmarks" / "results" /
