@@ -94,9 +94,9 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: Checkpo
         for i, batch in enumerate(loader, 1):
             batch = device.batch(batch)
             v = view(batch, homo)
-            h = model(v.x, v.edge_index, v.num_nodes, v.node_ids)
             k = seed_count(batch, node_type, homo is not None)
-            embs.append(h[node_type][:k].cpu())  # written from the CPU (no-op there)
+            h = model.embed_seeds(v.x, v.edge_index, v.num_nodes, v.node_ids, node_type, k)
+            embs.append(h.cpu())  # written from the CPU (no-op there)
             ids.append(v.node_ids[node_type][:k].cpu())
             if args.log_every_batches and i % args.log_every_batches == 0:
                 done = sum(len(t) for t in ids)

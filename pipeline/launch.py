@@ -49,7 +49,7 @@ from graphstore.ports import free_ports
 from graphstore.run_paths import RunPaths
 from graphstore.stage import stage_resources
 from pipeline import topology
-from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, Stall, end_all
+from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, Stall, children_by_parent, end_all
 
 log = logging.getLogger("pipeline.launch")
 
@@ -304,8 +304,9 @@ def _supervise(running: Sequence[Running], *, deadline: float, failure_grace_s: 
         if now >= deadline:
             return ("failed" if first else "timeout"), first
         if now >= next_track:
+            children = children_by_parent()
             for r in running:
-                r.track_descendants()
+                r.track_descendants(children)
             _check_stalls(running, now, stall_s)
             next_track = now + _TRACK_EVERY_S
         changed.wait(_POLL_S)

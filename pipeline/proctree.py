@@ -123,14 +123,18 @@ class Running:
             return self.stall.noticed_at
         return self.exit_time if self.returncode not in (None, 0) else None
 
-    def track_descendants(self) -> None:
-        """Remember descendants now, so that those that leave the session can still be ended."""
-        for proc in list(self.tracked.values()):
-            try:
-                for child in proc.children(recursive=True):
-                    self.tracked.setdefault(child.pid, child)
-            except psutil.Error:
-                continue
+    def track_descendants(self, children: Mapping[int, Sequence[int]] | None = None) -> None:
+        """Remember descendants now, so that those that leave the session can still be ended.
+        ``children`` is :func:`children_by_parent` of this moment (one scan of the process
+        table shared by every tree; read here when not given)."""
+        children = children_by_parent() if children is None else children
+        todo = list(self.tracked)
+        while todo:
+            for pid in children.get(todo.pop(), ()):
+                if pid not in self.tracked:
+                    with contextlib.suppress(psutil.Error):
+                        self.tracked[pid] = psutil.Process(pid)
+                        todo.append(pid)
 
     def stopped_for(self, now: float) -> tuple[psutil.Process, float] | None:
         """The process of this tree (itself or a tracked descendant) that has been stopped
@@ -202,6 +206,18 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def children_by_parent() -> dict[int, list[int]]:
+    """Parent pid -> its children's pids, from one scan of the process table (psutil's
+    ``children(recursive=True)`` scans all of it per call: the launcher spent ~14% of a 2-core
+    machine's samples there, tracking every process of a run every 0.5 s)."""
+    out: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid is not None:
+            out.setdefault(ppid, []).append(proc.pid)
+    return out
+
+
 def _wait_gone(procs: Sequence[psutil.Process], timeout_s: float) -> list[psutil.Process]:
     """Wait up to ``timeout_s`` for ``procs`` to end; returns those still alive."""
     deadline = time.monotonic() + timeout_s
@@ -216,8 +232,9 @@ def end_all(running: Sequence[Running], launch_id: str,
             term_grace_s: float = TERM_GRACE_S) -> int:
     """End every process of the run (see the module docs): SIGTERM (+ SIGCONT), then SIGKILL to
     what is left after ``term_grace_s``. Returns how many processes were still alive."""
+    children = children_by_parent()
     for r in running:
-        r.track_descendants()
+        r.track_descendants(children)
     pgids = {r.pgid for r in running}
     targets = {p.pid: p for r in running for p in r.tracked.values()}
     targets.update({p.pid: p for p in _run_members(pgids, launch_id)})

@@ -104,3 +104,85 @@ class LinkPredictionEncoder(nn.Module):
         if self.cfg.decoder == "cosine":
             h = {nt: F.normalize(v, dim=-1) for nt, v in h.items()}
         return h
+
+    def embed_seeds(self, x_dict: dict[str, torch.Tensor],
+                    edge_index_dict: dict[EdgeTypeTuple, torch.Tensor],
+                    num_nodes_dict: dict[str, int], node_ids_dict: dict[str, torch.Tensor] | None,
+                    node_type: str, num_seeds: int) -> torch.Tensor:
+        """The embeddings of the first ``num_seeds`` nodes of ``node_type`` only: what
+        :meth:`forward` gives for them in eval mode (no dropout), each layer computed only for
+        the nodes a later layer reads (a sampled neighbourhood's outer hop feeds the first layer
+        and is never needed after it: with fan-out [10, 5], the last layer runs on 1 node in 61).
+
+        Ordering rule: layer ``l`` needs, of every type, the nodes whose state layer ``l + 1``
+        reads (its own destinations, for the skip term, and the sources of the edges into them),
+        so the needed sets are computed from the seeds backwards (:func:`_needed_nodes`), each a
+        sorted index into the batch's nodes, each containing the next."""
+        if self.training:
+            raise ValueError("embed_seeds is for eval mode (dropout would differ from forward)")
+        edges = {et: ei for et, ei in edge_index_dict.items() if et in self.cfg.edge_types}
+        needed = _needed_nodes(edges, num_nodes_dict, node_type, num_seeds, len(self.convs))
+        h = {}
+        device = self.skips[0].weight.device
+        for nt, idx in needed[0].items():
+            if nt in self.inputs and nt in x_dict:
+                h[nt] = self.inputs[nt](x_dict[nt][idx])
+            else:
+                h[nt] = self.type_bias[nt].expand(len(idx), -1) if nt in self.type_bias else \
+                    torch.zeros(len(idx), self.cfg.hidden_dim, device=device)
+            if nt in self.id_emb:
+                if node_ids_dict is None or nt not in node_ids_dict:
+                    raise ValueError(f"the model has id embeddings for {nt!r}: pass node_ids_dict")
+                h[nt] = h[nt] + self.id_emb[nt](node_ids_dict[nt][idx].to(h[nt].device))
+        for layer, (conv, skip) in enumerate(zip(self.convs, self.skips)):
+            src_of, dst_of = needed[layer], needed[layer + 1]
+            src_pos = {nt: _positions(idx, num_nodes_dict[nt]) for nt, idx in src_of.items()}
+            dst_pos = {nt: _positions(idx, num_nodes_dict[nt]) for nt, idx in dst_of.items()}
+            msgs: dict[str, torch.Tensor] = {}
+            for et, ei in edges.items():
+                src, _, dst = et
+                if dst not in dst_of:
+                    continue
+                keep = dst_pos[dst][ei[1]] >= 0
+                local = torch.stack([src_pos[src][ei[0][keep]], dst_pos[dst][ei[1][keep]]])
+                x_dst = h[dst][src_pos[dst][dst_of[dst]]]
+                out = conv.convs[et]((h[src], x_dst), local,
+                                     size=(len(src_of[src]), len(dst_of[dst])))
+                msgs[dst] = msgs[dst] + out if dst in msgs else out
+            last = layer == len(self.convs) - 1
+            new = {}
+            for nt, idx in dst_of.items():
+                out = skip(h[nt][src_pos[nt][idx]]) + msgs.get(nt, 0)
+                new[nt] = out if last else F.relu(out)
+            h = new
+        out = h[node_type]
+        return F.normalize(out, dim=-1) if self.cfg.decoder == "cosine" else out
+
+
+def _positions(idx: torch.Tensor, n: int) -> torch.Tensor:
+    """``pos[i]`` = the position of node ``i`` in the sorted index ``idx``; -1 where absent."""
+    pos = torch.full((n,), -1, dtype=torch.long, device=idx.device)
+    pos[idx] = torch.arange(len(idx), device=idx.device)
+    return pos
+
+
+def _needed_nodes(edges: dict[EdgeTypeTuple, torch.Tensor], num_nodes: dict[str, int],
+                  node_type: str, num_seeds: int, num_layers: int) -> list[dict[str, torch.Tensor]]:
+    """``needed[l]``: per node type, the sorted indices of the nodes whose state *before* layer
+    ``l`` is read (``needed[num_layers]``: the seeds, the first ``num_seeds`` nodes of
+    ``node_type``). Before a layer, a node is needed when it is needed after it (the skip term)
+    or is the source of an edge into such a node."""
+    device = next(iter(edges.values())).device if edges else torch.device("cpu")
+    need = {node_type: torch.arange(num_seeds, device=device)}
+    out = [need]
+    for _ in range(num_layers):
+        parts = {nt: [idx] for nt, idx in need.items()}
+        for (src, _, dst), ei in edges.items():
+            if dst in need:
+                member = torch.zeros(num_nodes[dst], dtype=torch.bool, device=device)
+                member[need[dst]] = True
+                parts.setdefault(src, []).append(ei[0][member[ei[1]]])
+        need = {nt: torch.unique(torch.cat(p)) for nt, p in parts.items()}
+        out.append(need)
+    out.reverse()
+    return out
