@@ -96,7 +96,7 @@ class RemoteDistDataset(DatasetBase):
             worker_concurrency=options.worker_concurrency,
             master_addr=info.storage_cluster_master_ip, master_port=port,
             rpc_timeout=info.runtime.rpc_timeout_s, num_rpc_threads=2,
-            buffer_size=f"{max(64, 64 * workers)}MB",
+            buffer_size=f"{channel_mib(self.metadata, config) * workers}MB",
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()
@@ -104,6 +104,50 @@ class RemoteDistDataset(DatasetBase):
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
                      self.num_storage, time.perf_counter() - t0)
+
+
+MIN_CHANNEL_MIB = 64
+"""The smallest shared-memory channel a sampling worker gets (GLT's sample buffer)."""
+
+
+def batch_message_bytes(meta: Any, num_neighbors: Sequence[int], batch_size: int,
+                        link: bool) -> int | None:
+    """An upper estimate of one sampled batch's message (what a sampling worker writes into
+    its channel): ``batch_size`` seeds (two per pair for link batches), at each hop every node
+    of the previous one sampling ``fanout`` neighbours along each edge type its type has (at
+    most the most such types of any node type), each node its id and the widest type's
+    float32 features, each edge its two ends and its edge id. None for a full-neighbourhood
+    (-1) fan-out: not boundable."""
+    if any(f < 0 for f in num_neighbors):
+        return None
+    anchor_of = (lambda et: et.dst_node_type) if meta.edge_dir == "in" else (lambda et: et.src_node_type)
+    types_per_node = max([sum(1 for et in meta.edge_types if anchor_of(et) == nt)
+                          for nt in meta.node_types] or [1]) or 1
+    frontier = nodes = batch_size * (2 if link else 1)
+    for fanout in num_neighbors:
+        frontier *= fanout * types_per_node
+        nodes += frontier
+    edges = nodes - batch_size
+    widest = max([0, *meta.node_feature_dims.values()])
+    return nodes * (8 + 4 * widest) + edges * 24
+
+
+def channel_mib(meta: Any, config: Any) -> int:
+    """MiB of the shared-memory channel of each sampling worker of a loader: room for one batch
+    message by :func:`batch_message_bytes`, at least :data:`MIN_CHANNEL_MIB`. A message larger
+    than the channel is never sent and GLT 0.2.4 says nothing: the loader waited for a batch
+    that never came until ``rpcTimeoutS`` (seen with inference batches of 8192 seeds, fan-out
+    [10, 5], 16 features, in the 64 MiB channel every loader had)."""
+    from graphlearn_torch.sampler import SamplingType
+
+    fanout = config.num_neighbors
+    if isinstance(fanout, dict):  # per edge type: the widest at each hop
+        fanout = [max(hops) for hops in zip(*fanout.values())] if fanout else []
+    message = batch_message_bytes(meta, list(fanout or []), config.batch_size,
+                                  config.sampling_type == SamplingType.LINK)
+    if message is None:
+        return MIN_CHANNEL_MIB
+    return max(MIN_CHANNEL_MIB, -(-message // (1 << 20)))
 
 
 @dataclass(frozen=True)

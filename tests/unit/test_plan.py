@@ -143,3 +143,25 @@ def test_a_graph_given_by_counts_alone_is_split_evenly_and_priced():
     # the same graph over the pool's own 4 machines: no count problem
     four = check_counts(counts, res, loads_from_counts(counts, 4), res_file="r.yaml")
     assert f"{POOL}.num_replicas" not in {p.path for p in four.problems}
+
+
+def test_a_sampling_channel_holds_one_batch_message_of_the_loader(tiny):
+    """A batch message larger than its worker's channel is never sent (GLT 0.2.4 waits
+    silently): the channel is sized from the batch, at least 64 MiB."""
+    from graphlearn_torch.sampler import SamplingConfig, SamplingType
+
+    from graphstore.dataset_metadata import DatasetMetadata
+    from graphstore.remote_dataset import MIN_CHANNEL_MIB, batch_message_bytes, channel_mib
+
+    meta = DatasetMetadata.from_manifest(ShardSet.open(tiny["shards"]).manifest, has_splits=False)
+    small = batch_message_bytes(meta, [10, 5], 512, link=False)
+    big = batch_message_bytes(meta, [10, 5], 8192, link=False)
+    assert big == pytest.approx(16 * small, rel=0.01)
+    assert batch_message_bytes(meta, [10, -1], 512, link=False) is None
+
+    def config(batch, fanout):
+        return SamplingConfig(SamplingType.NODE, fanout, batch, False, False, False, True,
+                              False, False, meta.edge_dir, 0)
+    assert channel_mib(meta, config(512, [10, 5])) == max(MIN_CHANNEL_MIB, -(-small // 2**20))
+    assert channel_mib(meta, config(8192, [10, 5])) * 2**20 >= big
+    assert channel_mib(meta, config(512, [-1])) == MIN_CHANNEL_MIB
