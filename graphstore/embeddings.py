@@ -152,7 +152,12 @@ def read_success(run_dir: str, node_type: str) -> EmbeddingsMarker:
     if not uris.exists(uri):
         raise RuntimeFailure(f"no complete embeddings for node type {node_type!r}: {uri} is missing "
                              "(run the infer stage; a failed or interrupted run leaves no marker)")
-    return EmbeddingsMarker.from_json(uri, uris.read_text(uri), node_type)
+    try:
+        text = uris.read_text(uri)
+    except UnicodeDecodeError as exc:
+        raise RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); "
+                             "rerun the infer stage") from None
+    return EmbeddingsMarker.from_json(uri, text, node_type)
 
 
 def publish_success(out_dir: str, marker: EmbeddingsMarker) -> None:

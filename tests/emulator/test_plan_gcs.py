@@ -34,7 +34,7 @@ def test_submit_sizes_gcs_tables_from_their_footers_and_refuses_what_cannot_fit(
     write_huge_tables(local)
     root = f"gs://{bucket}/raw"
     uris.upload_tree(str(local), root)
-    assert count_rows(f"{root}/user_item.parquet", "parquet") == 300_000_000
+    assert count_rows(f"{root}/user_item.parquet", "parquet") == 600_000_000
     with pytest.raises(Exception, match="not found"):
         count_rows(f"{root}/missing.parquet", "parquet")
     data = f"datasetConfig.dataRootUri={root}"
@@ -48,5 +48,5 @@ def test_submit_sizes_gcs_tables_from_their_footers_and_refuses_what_cannot_fit(
                for p in problems[1:])
     fits = _submit("--set", data)  # n2-highmem-32 (256 GiB) holds the same partitions
     assert fits.returncode == 0, fits.stderr
-    assert "submit: storage sizing from the raw tables' row counts (310,000,000 edges" in fits.stderr
+    assert "submit: storage sizing from the raw tables' row counts (610,000,000 edges" in fits.stderr
     assert json.loads(fits.stdout)["display_name"] == "graphstore-pipeline"

@@ -51,7 +51,7 @@ def write_huge_tables(data: Path) -> None:
     _null_table(data / "users.parquet", {"user_id": pa.string(), **feats}, 10_000_000)
     _null_table(data / "items.parquet", {"item_id": pa.int64(), **feats}, 5_000_000)
     _null_table(data / "user_item.parquet", {"user_id": pa.string(), "item_id": pa.int64(),
-                                            "weight": pa.float32()}, 300_000_000)
+                                            "weight": pa.float32()}, 600_000_000)
     _null_table(data / "item_item.parquet", {"src_item_id": pa.int64(),
                                             "dst_item_id": pa.int64()}, 10_000_000)
 
@@ -66,7 +66,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def huge_tables(tmp_path_factory) -> Path:
-    """The hetero tables with 300 M user->item rows: 4 partitions of ~155 M stored edges, which
+    """The hetero tables with 600 M user->item rows: 4 partitions of ~305 M stored edges, which
     no n2-highmem-2 (16 GiB) holds and an n2-highmem-32 does."""
     data = tmp_path_factory.mktemp("huge")
     write_huge_tables(data)
@@ -79,7 +79,7 @@ def test_plan_command_states_the_model_and_refuses_a_pool_that_cannot_hold_it(hu
                 "--set", f"{POOL}.machine_type=n2-highmem-2")
     assert proc.returncode == 2, proc.stderr
     out = proc.stdout
-    assert "plan: sizes from the raw tables' row counts (310,000,000 edges; estimated" in out
+    assert "plan: sizes from the raw tables' row counts (610,000,000 edges; estimated" in out
     assert f"{MEASURED.bytes_per_edge:.1f} B/edge" in out and MEASURED.measured in out
     assert "train: storage pool n2-highmem-2 (16 GiB, pd-ssd 200 GB) x4: DOES NOT FIT" in out
     assert "infer: storage pool n2-highmem-32 (256 GiB" in out

@@ -41,13 +41,17 @@ def test_a_published_marker_reads_back_equal_and_removes_other_attempts(tmp_path
     (lambda m: m.update(schema_version=9), "schema_version 9"),
     (lambda m: m.pop("count"), "lacks count"),
     (lambda m: m.update(count="many"), "invalid literal"),
+    (None, "not a JSON embeddings marker"),
 ])
 def test_a_marker_that_is_not_ours_is_refused(tmp_path, edit, says):
     folder = tmp_path / "embeddings" / "user"
     folder.mkdir(parents=True)
-    raw = json.loads(_marker().to_json())
-    edit(raw)
-    (folder / SUCCESS).write_text(json.dumps(raw))
+    if edit is None:  # not text at all
+        (folder / SUCCESS).write_bytes(b"\xff\xfe")
+    else:
+        raw = json.loads(_marker().to_json())
+        edit(raw)
+        (folder / SUCCESS).write_text(json.dumps(raw))
     with pytest.raises(RuntimeFailure, match=says) as err:
         read_success(str(tmp_path), "user")
     assert "rerun the infer stage" in str(err.value)
