@@ -122,8 +122,7 @@ class EmbeddingsMarker:
         try:
             raw = json.loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); "
-                                 "rerun the infer stage") from None
+            raise _not_a_marker(uri, exc) from None
         if not isinstance(raw, dict):
             raise RuntimeFailure(f"{uri} is not a JSON object; rerun the infer stage")
         if raw.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
@@ -155,9 +154,13 @@ def read_success(run_dir: str, node_type: str) -> EmbeddingsMarker:
     try:
         text = uris.read_text(uri)
     except UnicodeDecodeError as exc:
-        raise RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); "
-                             "rerun the infer stage") from None
+        raise _not_a_marker(uri, exc) from None
     return EmbeddingsMarker.from_json(uri, text, node_type)
+
+
+def _not_a_marker(uri: str, exc: BaseException) -> RuntimeFailure:
+    return RuntimeFailure(f"{uri} is not a JSON embeddings marker ({type(exc).__name__}); rerun "
+                          "the infer stage")
 
 
 def publish_success(out_dir: str, marker: EmbeddingsMarker) -> None:

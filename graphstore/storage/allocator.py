@@ -19,6 +19,7 @@ process and sampling forkserver start. A value the user already set is kept.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -32,13 +33,10 @@ def use_lean_allocators() -> None:
     """Fixed mmap threshold and pyarrow's system pool, here and in every later child process."""
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    libc_name = ctypes.util.find_library("c")
-    if libc_name:
-        try:
-            libc = ctypes.CDLL(libc_name)
+    libc = _glibc()
+    if libc is not None:
+        with contextlib.suppress(ValueError):  # a threshold the user set that is not a number
             libc.mallopt(_M_MMAP_THRESHOLD, int(os.environ["MALLOC_MMAP_THRESHOLD_"]))
-        except (OSError, AttributeError, ValueError):  # not glibc: its own allocator's rules
-            pass
     if os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system":
         import pyarrow as pa
 
@@ -51,10 +49,20 @@ def release_freed_memory() -> None:
     between live ones that glibc keeps otherwise. Called once a partition is built (measured in
     a process that built a partition of 12.8 M feature values: 281 -> 228 MiB anonymous, what
     it holds after building a 20 k-edge one). No-op where there is no glibc."""
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (it has ``mallopt`` and ``malloc_trim``), else None: another
+    C library's allocator has its own rules."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
     try:
-        ctypes.CDLL(libc_name).malloc_trim(0)
+        libc = ctypes.CDLL(name)
+        libc.mallopt, libc.malloc_trim  # noqa: B018 (AttributeError where they are missing)
     except (OSError, AttributeError):
-        pass
+        return None
+    return libc

@@ -81,17 +81,9 @@ class LinkPredictionEncoder(nn.Module):
                 node_ids_dict: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Embeddings per node type. ``node_ids_dict``: each local node's global id, per type;
         required when the model has id embeddings (a ValueError otherwise)."""
-        h = {}
-        for nt, n in num_nodes_dict.items():
-            if nt in self.inputs and nt in x_dict:
-                h[nt] = self.inputs[nt](x_dict[nt])
-            else:
-                h[nt] = self.type_bias[nt].expand(n, -1) if nt in self.type_bias else \
-                    torch.zeros(n, self.cfg.hidden_dim, device=self.skips[0].weight.device)
-            if nt in self.id_emb:
-                if node_ids_dict is None or nt not in node_ids_dict:
-                    raise ValueError(f"the model has id embeddings for {nt!r}: pass node_ids_dict")
-                h[nt] = h[nt] + self.id_emb[nt](node_ids_dict[nt].to(h[nt].device))
+        ids = node_ids_dict or {}
+        h = {nt: self._input_state(nt, n, x_dict.get(nt), ids.get(nt))
+             for nt, n in num_nodes_dict.items()}
         edges = {et: ei for et, ei in edge_index_dict.items() if et in self.cfg.edge_types}
         for layer, (conv, skip) in enumerate(zip(self.convs, self.skips)):
             msgs = conv(h, edges) if edges else {}
@@ -103,6 +95,22 @@ class LinkPredictionEncoder(nn.Module):
             h = new
         if self.cfg.decoder == "cosine":
             h = {nt: F.normalize(v, dim=-1) for nt, v in h.items()}
+        return h
+
+    def _input_state(self, nt: str, count: int, x: torch.Tensor | None,
+                     node_ids: torch.Tensor | None) -> torch.Tensor:
+        """The state of ``count`` nodes of type ``nt`` before the first layer, from their features
+        ``x`` (None: the type has none here) and global ids ``node_ids`` (for id embeddings)."""
+        if nt in self.inputs and x is not None:
+            h = self.inputs[nt](x)
+        elif nt in self.type_bias:
+            h = self.type_bias[nt].expand(count, -1)
+        else:
+            h = torch.zeros(count, self.cfg.hidden_dim, device=self.skips[0].weight.device)
+        if nt in self.id_emb:
+            if node_ids is None:
+                raise ValueError(f"the model has id embeddings for {nt!r}: pass node_ids_dict")
+            h = h + self.id_emb[nt](node_ids.to(h.device))
         return h
 
     def embed_seeds(self, x_dict: dict[str, torch.Tensor],
@@ -122,22 +130,16 @@ class LinkPredictionEncoder(nn.Module):
             raise ValueError("embed_seeds is for eval mode (dropout would differ from forward)")
         edges = {et: ei for et, ei in edge_index_dict.items() if et in self.cfg.edge_types}
         needed = _needed_nodes(edges, num_nodes_dict, node_type, num_seeds, len(self.convs))
-        h = {}
-        device = self.skips[0].weight.device
-        for nt, idx in needed[0].items():
-            if nt in self.inputs and nt in x_dict:
-                h[nt] = self.inputs[nt](x_dict[nt][idx])
-            else:
-                h[nt] = self.type_bias[nt].expand(len(idx), -1) if nt in self.type_bias else \
-                    torch.zeros(len(idx), self.cfg.hidden_dim, device=device)
-            if nt in self.id_emb:
-                if node_ids_dict is None or nt not in node_ids_dict:
-                    raise ValueError(f"the model has id embeddings for {nt!r}: pass node_ids_dict")
-                h[nt] = h[nt] + self.id_emb[nt](node_ids_dict[nt][idx].to(h[nt].device))
+        ids = node_ids_dict or {}
+        h = {nt: self._input_state(nt, len(idx), x_dict[nt][idx] if nt in x_dict else None,
+                                   ids[nt][idx] if nt in ids else None)
+             for nt, idx in needed[0].items()}
         for layer, (conv, skip) in enumerate(zip(self.convs, self.skips)):
             src_of, dst_of = needed[layer], needed[layer + 1]
             src_pos = {nt: _positions(idx, num_nodes_dict[nt]) for nt, idx in src_of.items()}
             dst_pos = {nt: _positions(idx, num_nodes_dict[nt]) for nt, idx in dst_of.items()}
+            # the destinations' own states (each destination set lies in the source set)
+            dst_state = {nt: h[nt][src_pos[nt][idx]] for nt, idx in dst_of.items()}
             msgs: dict[str, torch.Tensor] = {}
             for et, ei in edges.items():
                 src, _, dst = et
@@ -145,14 +147,13 @@ class LinkPredictionEncoder(nn.Module):
                     continue
                 keep = dst_pos[dst][ei[1]] >= 0
                 local = torch.stack([src_pos[src][ei[0][keep]], dst_pos[dst][ei[1][keep]]])
-                x_dst = h[dst][src_pos[dst][dst_of[dst]]]
-                out = conv.convs[et]((h[src], x_dst), local,
+                out = conv.convs[et]((h[src], dst_state[dst]), local,
                                      size=(len(src_of[src]), len(dst_of[dst])))
                 msgs[dst] = msgs[dst] + out if dst in msgs else out
             last = layer == len(self.convs) - 1
             new = {}
-            for nt, idx in dst_of.items():
-                out = skip(h[nt][src_pos[nt][idx]]) + msgs.get(nt, 0)
+            for nt, state in dst_state.items():
+                out = skip(state) + msgs.get(nt, 0)
                 new[nt] = out if last else F.relu(out)
             h = new
         out = h[node_type]
