@@ -45,16 +45,24 @@ store is patched by graphstore.rendezvous (torch, not GLT).
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import threading
 from typing import Any
 
 from graphstore.errors import RuntimeFailure
 
+_log = logging.getLogger(__name__)
 GLT_DISTRIBUTION = "graphlearn-torch"
 GLT_VERSION = "0.2.4"
 """The GLT release every workaround in this module was written for and measured with."""
 
 _checked = False
+_failed_servers: set[int] = set()
+"""Storage ranks a loader's RPC to failed in this process (a fetch or an epoch start that passed
+``rpcTimeoutS`` or found the server gone): :class:`GltLoader` shutdowns skip them. Every loader
+of a failing compute process is shut down on its way out; each destroy request to a stopped
+server would wait ``rpcTimeoutS`` and raise in ``__del__`` (measured: 36 s of tracebacks after
+a 15 s fetch timeout, 3 loaders). GLT's RPC client is per process too."""
 SERVER_EXIT_POLL_S = 0.1
 """How often a storage session checks whether its clients asked it to exit
 (:func:`prepare_sampling_server`)."""
@@ -439,18 +447,29 @@ def _glt_loader() -> type:
         def shutdown(self) -> None:
             """GLT's shutdown, but in graph-store mode the producers of every storage server are
             destroyed at once (GLT asks one server after the other; each takes up to the
-            producer join time, graphstore.storage.server.PRODUCER_JOIN_S)."""
+            producer join time, graphstore.storage.server.PRODUCER_JOIN_S), servers that already
+            failed an RPC of this process are skipped, and a failed destroy request is one
+            warning line, not an exception (shutdown runs on the way out of a failure, and from
+            ``__del__``)."""
             if self._shutdowned or self._is_collocated_worker or self._is_mp_worker:
                 return super().shutdown()
             from graphlearn_torch.distributed import DistServer, async_request_server
             from graphlearn_torch.distributed.rpc import rpc_is_initialized
 
-            if rpc_is_initialized() is True:
-                futures = [async_request_server(rank, DistServer.destroy_sampling_producer, pid)
-                           for rank, pid in zip(self._server_rank_list, self._producer_id_list)]
-                for fut in futures:
+            self._shutdowned = True  # once, even when a destroy request fails below
+            if rpc_is_initialized() is not True:
+                return
+            futures = [(rank, pid, async_request_server(rank, DistServer.destroy_sampling_producer,
+                                                        pid))
+                       for rank, pid in zip(self._server_rank_list, self._producer_id_list)
+                       if rank not in _failed_servers]
+            for rank, pid, fut in futures:
+                try:
                     fut.wait()
-            self._shutdowned = True
+                except RuntimeError as exc:  # the server went away: later shutdowns skip it
+                    _failed_servers.add(rank)
+                    _log.warning("%s", _storage_rpc_failure("destroying its producer on", rank,
+                                                            pid, exc, "request"))
 
         def _collate_fn(self, msg: Any) -> Any:
             return self.finish_batch(super()._collate_fn(msg))
@@ -464,9 +483,11 @@ def _glt_loader() -> type:
 
 def _storage_rpc_failure(what: str, server_rank: int, producer_id: int, exc: BaseException,
                          request: str) -> RuntimeFailure:
-    """The one-line error of a graph-store loader's failed RPC to a storage server, e.g.
+    """The one-line error of a graph-store loader's failed RPC to a storage server (recorded in
+    :data:`_failed_servers`), e.g.
     ``graph-store loader: fetching a sampled batch from storage rank 1 (producer 3) failed:
     RuntimeError: ...``."""
+    _failed_servers.add(server_rank)
     text = str(exc).strip()
     first = text.splitlines()[0][:300] if text else ""
     return RuntimeFailure(

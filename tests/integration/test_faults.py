@@ -279,7 +279,10 @@ def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, 
                   f"(rpcTimeoutS {FETCH_RUNTIME['rpcTimeoutS']:.0f} s, heartbeat "
                   f"{FETCH_RUNTIME['heartbeatTimeoutS']:.0f} s)", flush=True)
         assert code == 1, f"exit code {code}:\n{out[-4000:]}"
-        assert seconds < FETCH_RUNTIME["heartbeatTimeoutS"], f"{seconds:.1f} s:\n{out[-4000:]}"
+        # one fetch's timeout, then the loaders' shutdowns skip the failed server (each used to
+        # wait rpcTimeoutS more and raise in __del__: 51 s in all)
+        assert seconds < 2 * FETCH_RUNTIME["rpcTimeoutS"] + 10, f"{seconds:.1f} s:\n{out[-4000:]}"
+        assert "Exception ignored in" not in out, out[-4000:]
         # the stop lands in a batch fetch, or in the next epoch's start (a synchronous request)
         assert re.search(r"graph-store loader: (fetching a sampled batch from|starting epoch \d+ "
                          r"on) storage rank \d \(producer \d+\) failed: RuntimeError: RPCErr",

@@ -1,10 +1,9 @@
-"""The default trainer's options (issue 13 item 3) through the launcher, with real processes: id
-embeddings, dropout, a cosine schedule with warm-up and early stopping train, checkpoint the best
-validation's weights and infer; an id-embedding type over the size limit is one line, exit 2."""
+"""The default trainer's options through the launcher, with real processes: an id-embedding type
+over the size limit is one line, exit 2. (The options that train, checkpoint the best validation's
+weights and infer run in tests/integration/test_training.py's graph-store run.)"""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -15,45 +14,9 @@ from graphstore.config import load_config_pair
 from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from graphstore.shards.reader import ShardSet
-from graphstore.training.checkpoint import read_checkpoint
-from tests.integration.test_training import REPO, TRAINER_ARGS, _setup, _train
+from tests.integration.test_training import REPO, TRAINER_ARGS
 
 pytestmark = [pytest.mark.integration]
-
-OPTIONS = {"id_embeddings": ["user", "item"], "dropout": 0.1, "lr_schedule": "cosine",
-           "warmup_steps": 10, "early_stopping_patience": 2, "weight_decay": 0.01,
-           "baselines": ["popularity"]}
-
-
-@pytest.mark.timeout(900)
-def test_options_train_keep_the_best_checkpoint_and_infer(tmp_path):
-    args = {**TRAINER_ARGS, **OPTIONS, "max_steps": 100, "val_every_steps": 20}
-    tp, rp, run = _setup(tmp_path, args)
-    out = _train(tp, rp, run)
-    metrics = json.loads((run / "checkpoint" / "metrics.json").read_text())
-    vals = [(h["step"], h["model"]["mrr"]) for h in metrics["val_history"]]
-    stop = metrics["early_stopping"]
-    best_step, best_mrr = max(vals, key=lambda v: (v[1], -v[0]))  # the first of the highest
-    assert (stop["best_step"], stop["best_val_mrr"]) == (best_step, best_mrr), (vals, stop)
-    if stop["stopped_early"]:  # two validations after the best, none better
-        assert metrics["steps"] == vals[-1][0] < 100 and [s for s, _ in vals][-3] == best_step
-        assert "early stop at step=" in out
-    else:
-        assert vals[-1][0] == metrics["steps"] == 100  # the end was validated too
-    assert metrics["test"]["model"]["mrr"] > metrics["test"]["popularity"]["mrr"], metrics["test"]
-    ckpt = read_checkpoint(str(run / "checkpoint" / "model.pt"), fix="-")
-    manifest = ShardSet.open(str(run / "shards")).manifest
-    for nt in ("user", "item"):
-        assert ckpt.state_dict[f"id_emb.{nt}.weight"].shape == (manifest.node_types[nt].count, 32)
-    assert ckpt.model_config.dropout == 0.1
-    assert ckpt.model_config.id_embedding_counts == {
-        "user": manifest.node_types["user"].count, "item": manifest.node_types["item"].count}
-    # the inferencer rebuilds the model with its id embeddings from the checkpoint
-    infer_out = _train(tp, rp, run, stage="infer")
-    assert "Traceback" not in infer_out
-    for nt in ("user", "item"):
-        marker = json.loads((run / "embeddings" / nt / "_SUCCESS").read_text())
-        assert marker["count"] == manifest.node_types[nt].count, (nt, marker)
 
 
 @pytest.mark.timeout(300)

@@ -17,6 +17,7 @@ from graphstore.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from graphstore.shards.reader import ShardSet
 from graphstore.training.candidates import fingerprint, sample_candidates
+from graphstore.training.checkpoint import read_checkpoint
 from tests.integration.test_report_browser import check_report_renders
 from tests.tensorboard_events import read_scalars
 
@@ -67,16 +68,38 @@ def _candidate_fingerprint(run: Path, node_type: str, count: int, seed: int = 0)
     return fingerprint(sample_candidates(n, count, seed))
 
 
+OPTIONS = {"id_embeddings": ["item"], "dropout": 0.1, "lr_schedule": "cosine", "warmup_steps": 10,
+           "early_stopping_patience": 2, "weight_decay": 0.01}
+"""The default trainer's options (issue 13 item 3), through the launcher in the same run: an id
+embedding type, dropout, a cosine schedule with warm-up, weight decay and early stopping (which
+validates the end too and keeps the best validation's weights; its stopping rule is unit-tested
+in tests/unit/test_trainer_options.py)."""
+
+
 @pytest.mark.timeout(900)
 def test_graph_store_training_learns_validates_and_embeds(tmp_path):
-    tp, rp, run = _setup(tmp_path, {**TRAINER_ARGS, "tensorboard": True})
+    """One graph-store run carries the trainer's options too (it replaced a second 100-step run
+    of the same graph: ~180 s of CI)."""
+    tp, rp, run = _setup(tmp_path, {**TRAINER_ARGS, **OPTIONS, "tensorboard": True})
     out = _train(tp, rp, run)
     losses = [float(line.split("loss=")[1].split()[0]) for line in out.splitlines() if " loss=" in line]
     assert len(losses) >= 5 and sum(losses[-2:]) / 2 < 0.9 * sum(losses[:2]) / 2, losses
     metrics = json.loads((run / "checkpoint" / "metrics.json").read_text())
-    # validation at 80 and 160 through the same loaders (iterated again), none at the last step
-    assert [h["step"] for h in metrics["val_history"]] == [80, 160]
+    # validation at 80 and 160 through the same loaders (iterated again), and (early stopping
+    # on) at the last step; patience 2 cannot stop before it
+    vals = [(h["step"], h["model"]["mrr"]) for h in metrics["val_history"]]
+    assert [s for s, _ in vals] == [80, 160, 200]
     assert metrics["steps"] == 200
+    stop = metrics["early_stopping"]
+    best_step, best_mrr = max(vals, key=lambda v: (v[1], -v[0]))  # the first of the highest
+    assert (stop["best_step"], stop["best_val_mrr"], stop["stopped_early"]) == \
+        (best_step, best_mrr, False), (vals, stop)
+    ckpt = read_checkpoint(str(run / "checkpoint" / "model.pt"), fix="-")
+    item_count = ShardSet.open(str(run / "shards")).manifest.node_types["item"].count
+    assert ckpt.state_dict["id_emb.item.weight"].shape == (item_count, 32)
+    assert not any(k.startswith("id_emb.user") for k in ckpt.state_dict)
+    assert ckpt.model_config.dropout == 0.1
+    assert ckpt.model_config.id_embedding_counts == {"item": item_count}
     # random ranking among ~100 candidates gives MRR ~0.05; validation is well above it
     assert metrics["val_history"][-1]["model"]["mrr"] > 0.12, metrics["val_history"]
     # per type: train + val + test pair loaders, negatives + candidates (one set for val and test)
@@ -113,7 +136,7 @@ def test_graph_store_training_learns_validates_and_embeds(tmp_path):
     # failed in CI on 6.3625, which rounds differently in float32 and float64)
     assert [v for _, v in scalars["train/loss"]] == \
         pytest.approx([r["loss"] for r in metrics["loss_history"]], rel=1e-6)
-    assert [s for s, _ in scalars["val/user__buys__item/model/mrr"]] == [80, 160]
+    assert [s for s, _ in scalars["val/user__buys__item/model/mrr"]] == [80, 160, 200]
     assert [s for s, _ in scalars["test/item__similar_to__item/lightgcn/mrr"]] == [200]
     # the run report, opened in a real browser
     assert "report written: " + str(run / "report" / "report.html") in out
@@ -129,8 +152,8 @@ def test_graph_store_training_learns_validates_and_embeds(tmp_path):
     stale_attempt = run / "embeddings" / "user" / "attempt-20200101T000000Z-0000abcd"
     stale_attempt.mkdir()
     (stale_attempt / "part-00000-of-00002.parquet").write_bytes(b"stale")
-    out3 = _train(tp, rp, run, stage="infer")
-    assert "infer session 2/2: node type item finished" in out3
+    out3 = _train(tp, rp, run, stage="infer")  # the model rebuilt with its id embeddings
+    assert "infer session 2/2: node type item finished" in out3 and "Traceback" not in out3
     manifest = ShardSet.open(str(run / "shards")).manifest
     for node_type in ("user", "item"):
         folder = run / "embeddings" / node_type
