@@ -13,6 +13,9 @@ what we reach into                     where it is applied
 ``MP_STATUS_CHECK_INTERVAL``,          process, before its first loader (graphstore.storage.server)
 ``DistServer.create_sampling_producer``
 / ``destroy_sampling_producer``
+``DistServer.fetch_one_sampled_message``  :func:`prepare_sampling_server` (a dead sampling worker
+                                       fails the fetch; a long wait is logged with the
+                                       producer's state)
 ``DistServer._exit``                   :func:`server_session_finished` (the storage heartbeat)
 ``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
 ``RangePartitionBook`` fields          :func:`range_partition_book` (every node and edge
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import re
 import threading
 from typing import Any
 
@@ -63,6 +67,15 @@ _failed_servers: set[int] = set()
 of a failing compute process is shut down on its way out; each destroy request to a stopped
 server would wait ``rpcTimeoutS`` and raise in ``__del__`` (measured: 36 s of tracebacks after
 a 15 s fetch timeout, 3 loaders). GLT's RPC client is per process too."""
+FETCH_REPORT_S = 30.0
+"""A batch fetch still waiting after this long logs its producer's state once (workers that
+finished the epoch, workers alive, the channel empty): a stall explains itself in the storage
+session's log (:func:`_fetch_one_sampled_message`)."""
+FETCH_CHECK_S = 2.0
+"""A waiting fetch looks at its producer's sampling workers this often."""
+_worker_check = threading.Lock()
+"""Held while a fetch polls its producer's worker processes: several RPC threads fetch from one
+producer at once, and ``Popen.poll`` reads the worker's exit status once."""
 SERVER_EXIT_POLL_S = 0.1
 """How often a storage session checks whether its clients asked it to exit
 (:func:`prepare_sampling_server`)."""
@@ -124,6 +137,11 @@ def prepare_sampling_server(producer_join_s: float) -> None:
       after the other: a loader took (compute ranks) x that. The replacements keep GLT's
       bookkeeping under the lock and start or stop the producer outside it (a second request for
       the same ``worker_key`` waits for the first's producer and gets its id, as in GLT).
+    * ``DistServer.fetch_one_sampled_message`` waits for the producer's next message until every
+      sampling worker has counted the epoch as done; a worker process that died never counts it,
+      so GLT's fetch waited until the client's ``rpcTimeoutS`` with no word on the server. The
+      replacement (:func:`_fetch_one_sampled_message`) fails the fetch naming the dead worker and
+      logs a long wait once.
     """
     check_glt_version()
     from graphlearn_torch.distributed import dist_sampling_producer
@@ -139,6 +157,7 @@ def prepare_sampling_server(producer_join_s: float) -> None:
         dist_sampling_producer.mp = PreloadedMultiprocessing(dist_sampling_producer.mp)
     DistServer.create_sampling_producer = _create_sampling_producer
     DistServer.destroy_sampling_producer = _destroy_sampling_producer
+    DistServer.fetch_one_sampled_message = _fetch_one_sampled_message
 
 
 def _create_sampling_producer(server: Any, sampler_input: Any, sampling_config: Any,
@@ -188,6 +207,53 @@ def _create_sampling_producer(server: Any, sampler_input: Any, sampling_config: 
     return producer_id
 
 
+def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool]:
+    """GLT 0.2.4's ``DistServer.fetch_one_sampled_message``: the producer's next message, or
+    ``(None, True)`` once every sampling worker finished the epoch and the channel is empty; an
+    unknown producer gives ``(None, False)``, as in GLT. Added: while it waits, every
+    :data:`FETCH_CHECK_S` it looks at the producer's workers; one that exited before the producer
+    was shut down fails the fetch with a ``RuntimeFailure`` naming it (the client raises it with
+    this server named), and a wait past :data:`FETCH_REPORT_S` is logged once with the state."""
+    import time
+
+    from graphlearn_torch.channel import QueueTimeoutError
+
+    producer = server._producer_pool.get(producer_id, None)
+    if producer is None:
+        _log.warning("batch fetch for unknown sampling producer %d", producer_id)
+        return None, False
+    if producer.is_all_sampling_completed_and_consumed():
+        return None, True
+    buffer = server._msg_buffer_pool.get(producer_id, None)
+    start = last_check = time.monotonic()
+    reported = False
+    while True:
+        try:
+            return buffer.recv(timeout_ms=500), False
+        except QueueTimeoutError:
+            if producer.is_all_sampling_completed():
+                return None, True
+        now = time.monotonic()
+        if now - last_check < FETCH_CHECK_S or producer._shutdown:
+            continue
+        last_check = now
+        with _worker_check:
+            exits = [w.exitcode for w in producer._workers]
+        dead = [(rank, w.pid, code) for rank, (w, code) in enumerate(zip(producer._workers, exits))
+                if code is not None]
+        if dead and not producer._shutdown:
+            rank, pid, code = dead[0]
+            raise RuntimeFailure(
+                f"sampling producer {producer_id}: sampling worker {rank} (pid {pid}) exited with "
+                f"code {code} before finishing the epoch (see this storage session's log)")
+        if not reported and now - start > FETCH_REPORT_S:
+            reported = True
+            _log.warning("sampling producer %d: a batch fetch has waited %.0f s: %d of %d "
+                         "sampling workers finished the epoch, all alive; nothing in the channel",
+                         producer_id, now - start, producer.sampling_completed_worker_count.value,
+                         producer.num_workers)
+
+
 def _destroy_sampling_producer(server: Any, producer_id: int) -> None:
     """GLT 0.2.4's ``DistServer.destroy_sampling_producer`` with the producer stopped outside the
     server's lock (:func:`prepare_sampling_server`)."""
@@ -204,6 +270,7 @@ def _destroy_sampling_producer(server: Any, producer_id: int) -> None:
 # ``__name__`` is a ``DistServer`` attribute
 _create_sampling_producer.__name__ = "create_sampling_producer"
 _destroy_sampling_producer.__name__ = "destroy_sampling_producer"
+_fetch_one_sampled_message.__name__ = "fetch_one_sampled_message"
 
 
 def server_session_finished() -> bool:
@@ -488,11 +555,17 @@ def _storage_rpc_failure(what: str, server_rank: int, producer_id: int, exc: Bas
     ``graph-store loader: fetching a sampled batch from storage rank 1 (producer 3) failed:
     RuntimeError: ...``."""
     _failed_servers.add(server_rank)
-    text = str(exc).strip()
-    first = text.splitlines()[0][:300] if text else ""
+    kind = type(exc).__name__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if lines and re.match(r"(\w+: )?On WorkerInfo\(", lines[0]):
+        lines = lines[1:]  # torch RPC: the server raised; its repr(exception) follows
+        raised = re.fullmatch(r"(\w+)\((['\"])(.*)\2\)", lines[0]) if lines else None
+        if raised:
+            kind, lines[0] = raised.group(1), raised.group(3)
+    first = lines[0][:300] if lines else ""
     return RuntimeFailure(
         f"graph-store loader: {what} storage rank {server_rank} (producer {producer_id}) failed: "
-        f"{type(exc).__name__}: {first} (rpcTimeoutS bounds each {request}; see that server's "
+        f"{kind}: {first} (rpcTimeoutS bounds each {request}; see that server's "
         "log)")
 
 

@@ -290,3 +290,28 @@ def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, 
         assert not run.leftovers(), run.leftovers()
     finally:
         run.cleanup()
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_sampling_worker_fails_the_fetch_naming_it(run: Run) -> None:
+    """A sampling worker that dies never counts its epoch as done: GLT's fetch waited for it
+    until the client's rpcTimeoutS (60 s here) with no word on the server. The storage session
+    now fails the fetch naming the worker (graphstore.glt_adapter._fetch_one_sampled_message)."""
+    run.wait_for_training_steps()
+    storage = run.machine(2)  # storage 1
+    session = next(c for c in storage.children() if "spawn_main" in " ".join(c.cmdline()))
+    (forkserver,) = [c for c in session.children() if "forkserver" in " ".join(c.cmdline())]
+    victim = sorted(forkserver.children(), key=lambda c: (c.create_time(), c.pid))[0]
+    victim.kill()
+    injected = time.monotonic()
+    code, _ = run.finish(timeout_s=RUNTIME["rpcTimeoutS"] + 60)
+    seconds = time.monotonic() - injected
+    out = run.output()
+    with run.capsys.disabled():
+        print(f"\nFAULT {'sampler-kill':<14} -> {seconds:5.1f} s to failure (rpcTimeoutS "
+              f"{RUNTIME['rpcTimeoutS']:.0f} s)", flush=True)
+    assert code == 1, f"exit code {code}:\n{out[-4000:]}"
+    assert seconds < RUNTIME["rpcTimeoutS"] / 2, f"{seconds:.1f} s:\n{out[-4000:]}"
+    assert re.search(rf"storage rank 1 \(producer \d+\) failed: .*sampling worker 0 \(pid "
+                     rf"{victim.pid}\) exited with code -9", out), out[-4000:]
+    assert not run.leftovers(), run.leftovers()

@@ -95,3 +95,23 @@ def test_a_lazily_built_class_is_built_once_when_threads_ask_at_once(monkeypatch
     for t in threads:
         t.join()
     assert len(got) == 4 and len({id(c) for c in got}) == 1
+
+
+def test_a_failed_rpc_is_one_line_naming_the_server_and_marks_it_failed(monkeypatch):
+    from graphstore import glt_adapter
+    monkeypatch.setattr(glt_adapter, "_failed_servers", set())
+    # what torch RPC raises on the client when the server's function raised (its message: the
+    # server's WorkerInfo, repr(exception), the server's traceback)
+    remote = RuntimeError("RuntimeFailure: On WorkerInfo(id=1, name=gs_server_1):\nRuntimeFailure("
+                          "\"sampling producer 3: sampling worker 0 (pid 77) exited with code -9\")\n"
+                          "Traceback (most recent call last):\n  File \"x.py\", line 1")
+    err = glt_adapter._storage_rpc_failure("fetching a sampled batch from", 1, 3, remote, "fetch")
+    assert str(err).startswith(
+        "graph-store loader: fetching a sampled batch from storage rank 1 (producer 3) failed: "
+        "RuntimeFailure: sampling producer 3: sampling worker 0 (pid 77) exited with code -9 (")
+    assert glt_adapter._failed_servers == {1}
+    timeout = RuntimeError("RPCErr:1:RPC ran for more than set timeout (15000 ms)\nmore")
+    err = glt_adapter._storage_rpc_failure("starting epoch 2 on", 0, 5, timeout, "request")
+    assert ("starting epoch 2 on storage rank 0 (producer 5) failed: RuntimeError: RPCErr:1:RPC "
+            "ran for more than set timeout (15000 ms) (rpcTimeoutS") in str(err)
+    assert glt_adapter._failed_servers == {0, 1}
