@@ -51,6 +51,7 @@ import importlib.metadata
 import logging
 import re
 import threading
+import time
 from typing import Any
 
 from graphstore.errors import RuntimeFailure
@@ -214,8 +215,6 @@ def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool
     :data:`FETCH_CHECK_S` it looks at the producer's workers; one that exited before the producer
     was shut down fails the fetch with a ``RuntimeFailure`` naming it (the client raises it with
     this server named), and a wait past :data:`FETCH_REPORT_S` is logged once with the state."""
-    import time
-
     from graphlearn_torch.channel import QueueTimeoutError
 
     producer = server._producer_pool.get(producer_id, None)
@@ -533,8 +532,7 @@ def _glt_loader() -> type:
             for rank, pid, fut in futures:
                 try:
                     fut.wait()
-                except RuntimeError as exc:  # the server went away: later shutdowns skip it
-                    _failed_servers.add(rank)
+                except RuntimeError as exc:  # recorded there: later shutdowns skip the server
                     _log.warning("%s", _storage_rpc_failure("destroying its producer on", rank,
                                                             pid, exc, "request"))
 

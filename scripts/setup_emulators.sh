@@ -27,17 +27,12 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python"
 fi
 start=$(date +%s)
 . scripts/venv_cache.sh
-if venv_from_cache "$VENV" "emulators-$want"; then
-  "$VENV/bin/pip" check
-  echo "$want" > "$stamp"
-  echo "setup_emulators: ready in $(( $(date +%s) - start ))s ($VENV)"
-  exit 0
-fi
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-echo "setup_emulators: installing the GCS and BigQuery emulators into $VENV"
-"$VENV/bin/pip" install -q --disable-pip-version-check -r "$LOCK" 2>&1 | grep -v "^WARNING: Location" || true
-mkdir -p "$VENV/home"
-HOME="$(cd "$VENV/home" && pwd)" "$VENV/bin/python" - <<'PY'
+if ! venv_from_cache "$VENV" "emulators-$want"; then
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  echo "setup_emulators: installing the GCS and BigQuery emulators into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$LOCK" 2>&1 | grep -v "^WARNING: Location" || true
+  mkdir -p "$VENV/home"
+  HOME="$(cd "$VENV/home" && pwd)" "$VENV/bin/python" - <<'PY'
 import pathlib
 
 import duckdb
@@ -49,7 +44,8 @@ con = duckdb.connect()
 con.execute(f"INSTALL '{path}'")
 con.execute("LOAD spatial")
 PY
+fi
 "$VENV/bin/pip" check
-venv_to_cache "$VENV" "emulators-$want"
+venv_to_cache "$VENV" "emulators-$want"  # after the check; nothing when the entry exists
 echo "$want" > "$stamp"
 echo "setup_emulators: ready in $(( $(date +%s) - start ))s ($VENV)"

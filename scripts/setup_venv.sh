@@ -37,27 +37,22 @@ start=$(date +%s)
 stack=venv-$(cat "$REQ" "$TEST_REQ" "$CON" requirements/pyg-ext-sdists.txt scripts/install_stack.sh \
   wheels/*.whl | sha256sum | cut -d' ' -f1)
 PIP=("$VENV/bin/pip" install -q --disable-pip-version-check)
-if venv_from_cache "$VENV" "$stack"; then
-  "${PIP[@]}" --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/pip" check
-  echo "$want" > "$stamp"
-  echo "setup_venv: ready in $(( $(date +%s) - start ))s ($VENV)"
-  exit 0
+if ! venv_from_cache "$VENV" "$stack"; then
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  echo "setup_venv: build tools (setuptools, wheel: scripts/build_wheels.sh and the editable install)"
+  "${PIP[@]}" setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
+  echo "setup_venv: the locked stack (first install downloads ~2.5 GB for torch)"
+  rc=0
+  scripts/install_stack.sh "$VENV/bin/python" "$REQ" "$TEST_REQ" || rc=$?
+  if [ "$rc" = 3 ]; then
+    echo "setup_venv: no wheel in wheels/ fits this machine; building from the PyPI sdists (~11 min)"
+    scripts/build_wheels.sh "$VENV" wheels
+    scripts/install_stack.sh "$VENV/bin/python" "$REQ" "$TEST_REQ"
+  elif [ "$rc" != 0 ]; then
+    exit "$rc"
+  fi
 fi
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-echo "setup_venv: build tools (setuptools, wheel: scripts/build_wheels.sh and the editable install)"
-"${PIP[@]}" setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
-echo "setup_venv: the locked stack (first install downloads ~2.5 GB for torch)"
-rc=0
-scripts/install_stack.sh "$VENV/bin/python" "$REQ" "$TEST_REQ" || rc=$?
-if [ "$rc" = 3 ]; then
-  echo "setup_venv: no wheel in wheels/ fits this machine; building from the PyPI sdists (~11 min)"
-  scripts/build_wheels.sh "$VENV" wheels
-  scripts/install_stack.sh "$VENV/bin/python" "$REQ" "$TEST_REQ"
-elif [ "$rc" != 0 ]; then
-  exit "$rc"
-fi
-venv_to_cache "$VENV" "$stack"  # before this package goes in
+venv_to_cache "$VENV" "$stack"  # before this package goes in; nothing when the entry exists
 "${PIP[@]}" --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/pip" check
 echo "$want" > "$stamp"

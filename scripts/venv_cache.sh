@@ -23,7 +23,7 @@ venv_from_cache() {
   cp -al "$entry" "$venv.tmp.$$" || { rm -rf "$venv.tmp.$$"; return 1; }
   origin=$(cat "$entry/$VENV_CACHE_MARKER")
   rm -f "$venv.tmp.$$/$VENV_CACHE_MARKER"
-  mv -T "$venv.tmp.$$" "$venv"
+  mv -T "$venv.tmp.$$" "$venv" || { rm -rf "$venv.tmp.$$"; return 1; }  # (set -e is off in an if)
   here=$(cd "$venv" && pwd)
   for f in "$venv"/bin/*; do  # console scripts and activate name the venv they were made in
     if [ -f "$f" ] && [ ! -L "$f" ] && grep -qsF "$origin" "$f"; then
