@@ -247,10 +247,30 @@ def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool
                 f"code {code} before finishing the epoch (see this storage session's log)")
         if not reported and now - start > FETCH_REPORT_S:
             reported = True
-            _log.warning("sampling producer %d: a batch fetch has waited %.0f s: %d of %d "
-                         "sampling workers finished the epoch, all alive; nothing in the channel",
-                         producer_id, now - start, producer.sampling_completed_worker_count.value,
-                         producer.num_workers)
+            _report_stalled_fetch(producer_id, producer, now - start)
+
+
+def _report_stalled_fetch(producer_id: int, producer: Any, waited_s: float) -> None:
+    """Log a fetch that has waited ``waited_s`` with nothing to read: the producer's epoch
+    state, then every thread's stack of this session and (forkserver workers only, see
+    graphstore.stack_dumps) of each sampling worker, all into this session's log."""
+    from graphlearn_torch.distributed import dist_sampling_producer
+
+    from graphstore import stack_dumps
+
+    if getattr(producer, "_graphstore_stall_reported", False):
+        return  # several fetches wait on one producer: its state and stacks once
+    producer._graphstore_stall_reported = True
+    pids = [w.pid for w in producer._workers]
+    _log.warning("sampling producer %d: a batch fetch has waited %.0f s: %d of %d sampling "
+                 "workers (pids %s) finished the epoch, all alive; nothing in the channel; "
+                 "their stacks and this session's follow", producer_id, waited_s,
+                 producer.sampling_completed_worker_count.value, producer.num_workers,
+                 ", ".join(map(str, pids)))
+    stack_dumps.dump_here()
+    if getattr(dist_sampling_producer.mp, "answers_stack_dumps", False):
+        for pid in pids:
+            stack_dumps.request_dump(pid)
 
 
 def _destroy_sampling_producer(server: Any, producer_id: int) -> None:

@@ -34,9 +34,11 @@ from multiprocessing import forkserver
 from types import ModuleType
 from typing import Any
 
-SAMPLING_PRELOAD = ("graphlearn_torch.distributed.dist_sampling_producer", "graphstore.rendezvous")
+SAMPLING_PRELOAD = ("graphlearn_torch.distributed.dist_sampling_producer", "graphstore.rendezvous",
+                    "graphstore.stack_dumps")
 """What a GLT sampling worker imports; the forkserver imports it once. graphstore.rendezvous makes
-the RPC store a worker hosts (the first worker of a loader) listen on loopback in local mode."""
+the RPC store a worker hosts (the first worker of a loader) listen on loopback in local mode;
+graphstore.stack_dumps lets a stalled fetch ask the worker for its stacks."""
 
 
 def _preloaded_context():
@@ -58,6 +60,12 @@ class PreloadedMultiprocessing:
     def __init__(self, base: ModuleType) -> None:
         self._base = base
         self._context = _preloaded_context()
+
+    @property
+    def answers_stack_dumps(self) -> bool:
+        """True when its workers come from the preloaded forkserver (they imported
+        graphstore.stack_dumps; spawned ones did not, and the signal would end them)."""
+        return self._context.get_start_method() == "forkserver"
 
     def get_context(self, method: str | None = None) -> Any:
         if method == "spawn":

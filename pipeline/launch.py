@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -197,9 +198,14 @@ def _tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     return text.splitlines()[-lines:]
 
 
+_OUR_WARNING = re.compile(r"^\d\d:\d\d:\d\d \S+ (WARNING|ERROR|CRITICAL) graphstore\.")
+"""A warning or error our own loggers wrote (graphstore.cli's format: time, role, level, name)."""
+
+
 def _exceptions_in(path: Path, limit: int = 3) -> list[str]:
-    """The last ``limit`` distinct exception lines (the line that ends a Python traceback) in the
-    last 1 MiB of a log: what a process that did not fail first, or a child of it, raised."""
+    """The last ``limit`` distinct exception lines (the line that ends a Python traceback) or
+    warnings of graphstore's loggers in the last 1 MiB of a log: what a process that did not
+    fail first, or a child of it, raised or saw (a storage session's stalled fetch, say)."""
     try:
         with open(path, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - (1 << 20)))
@@ -211,8 +217,11 @@ def _exceptions_in(path: Path, limit: int = 3) -> list[str]:
     for line in lines:
         if line.startswith("Traceback (most recent call last):"):
             in_traceback = True
-        elif in_traceback and line.strip() and not line[0].isspace():
+            continue
+        ours = _OUR_WARNING.match(line) is not None
+        if ours or (in_traceback and line.strip() and not line[0].isspace()):
             in_traceback = False
+            line = line[:400]
             if line in found:
                 found.remove(line)
             found.append(line)
@@ -433,7 +442,7 @@ def _finish(stage: Stage, run_dir: Path, specs: Sequence[ProcessSpec], running: 
                      for line in _exceptions_in(r.spec.log_path)]
         error = LaunchFailed(f"{_failure_text(first, code)}; last {len(tail)} lines of "
                              f"{_shown(first.spec.log_path)}:\n" + "\n".join(tail)
-                             + ("\nexceptions in the other logs (a cause may be among them):\n"
+                             + ("\nexceptions and warnings in the other logs (a cause may be among them):\n"
                                 + "\n".join(elsewhere) if elsewhere else ""))
     if isinstance(error, LaunchFailed) and first is not None and first.stall is None \
             and first.popen.returncode == UsageError.exit_code:

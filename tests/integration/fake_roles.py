@@ -170,7 +170,10 @@ def main() -> int:
             time.sleep(0.02)
         time.sleep(1.0)
         return int(value)
-    elif kind == "traceback":  # a child dies with a traceback in our log; we live on
+    elif kind == "traceback":  # a warning, then a child dies with a traceback in our log; we live on
+        print(f"12:00:00 {topo.role}0 WARNING graphstore.glt_adapter: a batch fetch has waited 30 s",
+              file=sys.stderr)
+        print(f"12:00:00 {topo.role}0 WARNING other.library: not ours", file=sys.stderr)
         try:
             raise ValueError(f"worker of {topo.role} {topo.machine_index} died")
         except ValueError:

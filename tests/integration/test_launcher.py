@@ -174,9 +174,12 @@ def test_exceptions_in_the_other_logs_are_named_after_the_first_failure(tmp_path
                failure_grace_s=0.2)
     message = str(info.value)
     assert message.startswith("storage 1 (rank 3) failed first with exit code 3;"), message
-    other = message.split("exceptions in the other logs (a cause may be among them):\n", 1)[1]
+    other = message.split("exceptions and warnings in the other logs (a cause may be among "
+                          "them):\n", 1)[1]
+    log = f"  {tmp_path}/run/logs/train/storage_0.log: "
     assert other.splitlines() == [
-        f"  {tmp_path}/run/logs/train/storage_0.log: ValueError: worker of storage 0 died"]
+        log + "12:00:00 storage0 WARNING graphstore.glt_adapter: a batch fetch has waited 30 s",
+        log + "ValueError: worker of storage 0 died"]
     assert survivors(tmp_path / "run") == []
 
 
