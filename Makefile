@@ -21,7 +21,7 @@ browser:
 	@scripts/setup_browser.sh
 
 demo: setup
-	$(PY) -m graphstore.datagen --size small --output .data/default --overwrite
+	$(PY) -m graphstore.tools.datagen --size small --output .data/default --overwrite
 	$(PY) -m pipeline run --task-config configs/task_hetero.yaml \
 	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp $(DEMO_FLAGS)
 

@@ -14,7 +14,7 @@ Roles:
 * ``replicated``: an embedded Ray (``ray.init(num_cpus=--cores)``) and ``--ray-workers`` Ray
   actors, each (as a Ray Train worker of the trainer) mapping the run's graph file and iterating
   ``DistNeighborLoader`` over ``ReplicatedDataset`` on its share of the seeds
-  (graphstore.replicated.loading: ``--workers`` 0 samples inline in the actor; k > 0 through one
+  (graphstore.modes.replicated.loading: ``--workers`` 0 samples inline in the actor; k > 0 through one
   Ray Data dataset per epoch with k read tasks, ``ROWS_PER_BLOCK`` batches per block); every
   actor writes its own result file, like each colocated compute process.
 * ``pyg``: ``torch_geometric.loader.NeighborLoader`` over the same graph read from the shards,
@@ -142,9 +142,9 @@ def _gs_worker(local_rank: int, info: Any, a: argparse.Namespace, local_dataset:
 def graph_store_main(a: argparse.Namespace) -> int:
     import torch.multiprocessing as mp
 
-    from graphstore.env import ClusterTopology
-    from graphstore.graph_store_info import agree_on_cluster
-    from graphstore.stage import StageContext
+    from graphstore.runtime.env import ClusterTopology
+    from graphstore.modes.graph_store.info import agree_on_cluster
+    from graphstore.config.stage import StageContext
 
     ctx = StageContext.from_argv()
     info = agree_on_cluster(ctx, ClusterTopology.from_env(os.environ))
@@ -165,8 +165,8 @@ class _ReplicatedWorker:
 
     def run(self, a: argparse.Namespace, rank: int, world: int, start_at: float) -> None:
         from graphstore import DistNeighborLoader
-        from graphstore.replicated.dataset import ReplicatedDataset
-        from graphstore.replicated.loading import quiet_ray_data
+        from graphstore.modes.replicated.dataset import ReplicatedDataset
+        from graphstore.modes.replicated.loading import quiet_ray_data
 
         _set_threads(a.threads)
         quiet_ray_data()
@@ -186,7 +186,7 @@ class _ReplicatedWorker:
 def replicated_main(a: argparse.Namespace) -> int:
     import secrets
 
-    from graphstore.env import use_ray_token
+    from graphstore.runtime.env import use_ray_token
 
     use_ray_token(secrets.token_hex(32))  # before ray is imported (else ~/.ray/auth_token)
     import ray
@@ -211,7 +211,7 @@ def pyg_main(a: argparse.Namespace) -> int:
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
 
-    from graphstore.shards.reader import ShardSet
+    from graphstore.formats.shards.reader import ShardSet
 
     _set_threads(a.threads)
     s = ShardSet.open(a.shards)

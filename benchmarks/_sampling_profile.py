@@ -32,7 +32,7 @@ from _sampling_procs import SYSTEM_MARKS
 
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("collation", ("collate", "to_data", "to_hetero_data", "_to_pyg", "finish_batch",
-                   "torch_geometric/", "graphstore/loaders.py")),
+                   "torch_geometric/", "graphstore/dataset/loaders.py")),
     ("serialisation", ("pickle", "serializ", "reductions.py", "dumps", "loads", "_rebuild",
                        "shm_channel", "SampleMessage", "to_msg")),
     ("RPC", ("distributed/rpc", "rpc_", "_rpc", "rpc.py", "request_server", "async_request",

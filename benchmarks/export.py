@@ -67,9 +67,9 @@ def bench_local(rows, work: Path) -> dict:
 
 
 def bench_bigquery(rows, work: Path) -> dict:
-    from graphstore import uris
+    from graphstore.io import uris
     from graphstore.export.bigquery_warehouse import BigQueryWarehouse
-    from graphstore.gcp import storage_client
+    from graphstore.io.gcp import storage_client
     from tests.emulators import BQ_PROJECT
 
     bucket = f"bench-{rows.count}"

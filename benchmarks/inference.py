@@ -70,9 +70,9 @@ def _launch(tp: Path, rp: Path, run: Path, stage: str) -> tuple[str, float]:
 def prepare(work: Path, size: str) -> tuple[Path, Path]:
     """The graph, its shards and a checkpoint (made once)."""
     from graphstore.config import load_config_pair
-    from graphstore.datagen import DatasetSpec, generate_dataset
+    from graphstore.tools.datagen import DatasetSpec, generate_dataset
     from graphstore.partition import partition_graph
-    from graphstore.shards.reader import is_complete
+    from graphstore.formats.shards.reader import is_complete
 
     data, run = work / "data", work / "run"
     if not (data / "dataset.json").exists():

@@ -160,7 +160,7 @@ WORKERS = {"ours": worker_ours, "ours_1g": worker_ours_1g, "ours_sql": worker_ou
 def ensure_data(work: Path, num_edges: int, fixed_nodes_edges: int | None = None) -> Path:
     """The generated graph for ``num_edges`` (node counts follow the edge count, or are those of
     a ``fixed_nodes_edges``-edge graph, to separate edge growth from id-map growth)."""
-    from graphstore.datagen import DatasetSpec, generate_dataset
+    from graphstore.tools.datagen import DatasetSpec, generate_dataset
 
     data = work / (f"data_{num_edges}" if not fixed_nodes_edges
                    else f"data_{num_edges}_nodes_of_{fixed_nodes_edges}")

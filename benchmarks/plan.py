@@ -1,6 +1,6 @@
 """Storage memory: ``pipeline plan``'s estimate against the measured peak of real storage processes.
 
-Each run generates a graph (graphstore.datagen), partitions it into 2 (partition_graph), and runs
+Each run generates a graph (graphstore.tools.datagen), partitions it into 2 (partition_graph), and runs
 the real train stage through the local launcher (``python -m pipeline launch --stage train``: two
 ``components.storage`` processes, ``components.train`` for a few steps with a tiny val/test split,
 so the run is mostly load and serve). While it runs, every 0.2 s, this script sums the
@@ -9,7 +9,7 @@ storage process tree (the storage main process, its server-session process, the 
 sampling workers) and keeps the peak; it also reads the main process's own peak RSS (VmHWM).
 
 * default: the ``large`` preset (hetero, 10 M raw edges, 18 M stored with reverse edges) is
-  measured and compared with graphstore.sizing's estimate (graphstore.sizing.MEASURED, the
+  measured and compared with graphstore.planning.sizing's estimate (graphstore.planning.sizing.MEASURED, the
   numbers ``pipeline plan`` uses) for each storage machine; the acceptance band is 25%.
 * ``--calibrate``: five homogeneous graphs of different shapes (edge-heavy, node-heavy,
   feature-heavy, mixed, small) and a 2 M-edge hetero one served to 1 compute process, and the
@@ -18,7 +18,7 @@ sampling workers) and keeps the peak; it also reads the main process's own peak 
   (+ e * (compute processes - 1), fitted through the 1-process runs). Homogeneous graphs keep
   their labels in files of their own, one per edge (labels = edges); the hetero graph's labels
   are its reverse edges (labels ~ 0.44 x edges), which separates a from b. The fit is printed as a ``MemoryModel(...)`` to paste into
-  graphstore/sizing.py.
+  graphstore/planning/sizing.py.
 
 usage: python benchmarks/plan.py [--calibrate] [--work DIR] [--json FILE]
 (a graph's measurement is kept in DIR/<graph>/measured_c<C>.json and reused; delete it to measure again)
@@ -209,10 +209,10 @@ def _configs(root: Path, data: Path, base: str, num_compute: int) -> tuple[Path,
 def run_graph(work: Path, name: str, spec, base: str, num_compute: int) -> list[dict]:
     """Generate (once), partition (once), launch; one row per storage machine."""
     from graphstore.config import load_config_pair
-    from graphstore.datagen import generate_dataset
+    from graphstore.tools.datagen import generate_dataset
     from graphstore.partition import partition_graph
-    from graphstore.shards.reader import ShardSet, is_complete
-    from graphstore.sizing import MEASURED, loads_from_manifest
+    from graphstore.formats.shards.reader import ShardSet, is_complete
+    from graphstore.planning.sizing import MEASURED, loads_from_manifest
 
     root = work / name
     data, run = root / "data", root / f"run_c{num_compute}"
@@ -289,7 +289,7 @@ def main() -> int:
     ap.add_argument("--work", default=str(REPO / ".data" / "bench-plan"))
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    from graphstore.datagen import DatasetSpec
+    from graphstore.tools.datagen import DatasetSpec
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -314,7 +314,7 @@ def main() -> int:
         _print(new)
         worst = max(abs(r["estimate_vs_pss"] - 1) for r in rows)
         result = {"max_abs_error": round(worst, 3), "within_25_percent": worst <= 0.25}
-    from graphstore.sizing import MEASURED
+    from graphstore.planning.sizing import MEASURED
 
     result.update(provenance, rows=rows, model=MEASURED.__repr__(), poll_s=POLL_S,
                   train_args=TRAIN_ARGS, split=SPLIT)

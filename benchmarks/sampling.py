@@ -153,11 +153,11 @@ def prepare(work: Path, num_edges: int) -> Path:
     """``work/e<E>/``: the generated tables, the shard set (2 partitions) and the graph file
     (each made once, reused by later runs)."""
     from graphstore.config import load_config_pair
-    from graphstore.datagen import DatasetSpec, generate_dataset
+    from graphstore.tools.datagen import DatasetSpec, generate_dataset
     from graphstore.partition import partition_graph
-    from graphstore.replicated.run_files import write_run_graph_files
-    from graphstore.run_paths import RunPaths
-    from graphstore.shards.reader import is_complete
+    from graphstore.modes.replicated.run_files import write_run_graph_files
+    from graphstore.formats.run_paths import RunPaths
+    from graphstore.formats.shards.reader import is_complete
 
     root = work / f"e{num_edges}"
     root.mkdir(parents=True, exist_ok=True)
@@ -181,7 +181,7 @@ def _consumer_args(a: argparse.Namespace, out: Path) -> list[str]:
 
 
 def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Path | None) -> list[str]:
-    from graphstore.run_paths import RunPaths
+    from graphstore.formats.run_paths import RunPaths
 
     run = RunPaths(str(root / "run"))
     if mode.kind == "launch":

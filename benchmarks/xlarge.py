@@ -134,7 +134,7 @@ def main() -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
     if not (data / "dataset.json").exists():
-        subprocess.run([sys.executable, "-m", "graphstore.datagen", "--size", a.size, "--output",
+        subprocess.run([sys.executable, "-m", "graphstore.tools.datagen", "--size", a.size, "--output",
                         str(data), "--overwrite"], cwd=REPO, check=True)
     datagen_s = time.perf_counter() - t0
     shutil.rmtree(run_root, ignore_errors=True)

@@ -4,7 +4,7 @@ Subcommands live in a table (:data:`SUBCOMMANDS`): each entry names a module tha
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only when the parser is
 built, and must not import torch at import time (do heavy imports inside ``run``): importing the
 pipeline, or asking for ``--help``, stays cheap. Errors map to exit codes via
-:func:`graphstore.cli.run_cli` (2: fix your input, 1: runtime failure).
+:func:`graphstore.runtime.cli.run_cli` (2: fix your input, 1: runtime failure).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from graphstore.cli import run_cli, setup_logging
+    from graphstore.runtime.cli import run_cli, setup_logging
 
     setup_logging(PROG)
     run_cli(main, PROG)

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from graphstore.config import load_config_pair
-from graphstore.run_paths import RunPaths
-from graphstore.stage import STAGES
+from graphstore.formats.run_paths import RunPaths
+from graphstore.config.stage import STAGES
 from pipeline.launch import LaunchFailed, LaunchInterrupted, LaunchResult, launch_stage
 
 

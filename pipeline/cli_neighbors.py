@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphstore.errors import UsageError
+    from graphstore.runtime.errors import UsageError
     from graphstore.export import load_task_and_project, open_warehouse
     from graphstore.export.names import table_name
 

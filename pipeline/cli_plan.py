@@ -4,7 +4,7 @@
     python -m pipeline plan --resource-config R --nodes N --edges E [--features D] [--labels L]
 
 Prints, per partition, what its storage machine holds (edges, nodes, feature values, shard
-bytes), the estimated peak memory from the measured model (graphstore.sizing, stated in the
+bytes), the estimated peak memory from the measured model (graphstore.planning.sizing, stated in the
 output) and what the machine and its boot disk need, then for each stage whether the configured
 machine types and disks hold it, and the cheapest machine type we know a price of that would
 (pipeline.plan). Counts come from the shard set at ``--shards`` (its manifest: exact), before
@@ -61,8 +61,8 @@ def _count(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from graphstore.config import ConfigError, load_config_pair, load_resource_config
-    from graphstore.errors import RuntimeFailure, UsageError
-    from graphstore.sizing import GraphCounts, loads_from_counts
+    from graphstore.runtime.errors import RuntimeFailure, UsageError
+    from graphstore.planning.sizing import GraphCounts, loads_from_counts
     from pipeline.plan import (SizesUnknown, check, check_counts, partition_loads,
                                this_machine_memory_bytes)
 

@@ -26,9 +26,9 @@ import time
 import warnings
 from typing import Iterator, TextIO
 
-from graphstore import uris
-from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.run_paths import RunPaths
+from graphstore.io import uris
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.formats.run_paths import RunPaths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
     """A run that starts after ``partition`` must find the earlier stages' outputs."""
-    from graphstore.shards.reader import is_complete
+    from graphstore.formats.shards.reader import is_complete
 
     paths = RunPaths(run_dir)
     need = {"train": paths.shards, "infer": paths.model, "export": paths.task_config}.get(stages[0])
@@ -175,9 +175,9 @@ def _neighbours(run_dir: str, run_id: str, task, project: str | None) -> list[st
 
 def run(args: argparse.Namespace) -> int:
     from graphstore.config import load_config_pair
-    from graphstore.run_ids import check_run_id, new_run_id
-    from graphstore.stage import STAGES as GRAPH_STORE_STAGES
-    from graphstore.stage import stage_resources
+    from graphstore.formats.run_ids import check_run_id, new_run_id
+    from graphstore.config.stage import STAGES as GRAPH_STORE_STAGES
+    from graphstore.config.stage import stage_resources
     from pipeline.stages import STAGES, check_run_folder, dump_yaml, stage_range
 
     stages = stage_range(args.start_at or STAGES[0], args.stop_after)

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphstore.errors import UsageError
+    from graphstore.runtime.errors import UsageError
     from pipeline import vertex
 
     if args.action == "create":

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 

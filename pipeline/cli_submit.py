@@ -53,12 +53,12 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     from google.auth.credentials import AnonymousCredentials
 
     from graphstore.config import load_config_pair
-    from graphstore.errors import UsageError
+    from graphstore.runtime.errors import UsageError
     from pipeline import vertex
     from pipeline.dag import compile_pipeline
     from pipeline.stages import dump_yaml, stage_range
 
-    from graphstore.run_ids import check_run_id
+    from graphstore.formats.run_ids import check_run_id
     from pipeline.stages import STAGES
 
     stages = stage_range(args.start_at or STAGES[0], args.stop_after)
@@ -102,7 +102,7 @@ def check_sizes(task, res, args: argparse.Namespace) -> None:
     import sys
 
     from graphstore.config import ConfigError
-    from graphstore.errors import GraphstoreError
+    from graphstore.runtime.errors import GraphstoreError
     from pipeline.plan import SizesUnknown, check, partition_loads
 
     try:

@@ -36,7 +36,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from graphstore.errors import GraphstoreError, RuntimeFailure
+from graphstore.runtime.errors import GraphstoreError, RuntimeFailure
 
 log = logging.getLogger("pipeline.custom_jobs")
 

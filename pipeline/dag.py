@@ -60,7 +60,7 @@ def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics]
            report: Output[HTML]) -> str:
     import os
 
-    from graphstore import uris
+    from graphstore.io import uris
     from pipeline.stages import run_graph_store
 
     record = run_graph_store(run_dir, "train", image, pipeline_job)

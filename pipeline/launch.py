@@ -43,12 +43,12 @@ from typing import Callable, Literal, Mapping, Sequence
 import psutil
 import yaml
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config import ResourceConfig, TaskConfig
-from graphstore.errors import GraphstoreError, RuntimeFailure, UsageError
-from graphstore.ports import free_ports
-from graphstore.run_paths import RunPaths
-from graphstore.stage import stage_resources
+from graphstore.runtime.errors import GraphstoreError, RuntimeFailure, UsageError
+from graphstore.runtime.ports import free_ports
+from graphstore.formats.run_paths import RunPaths
+from graphstore.config.stage import stage_resources
 from pipeline import topology
 from pipeline.proctree import TERM_GRACE_S, ProcessSpec, Running, Stall, children_by_parent, end_all
 
@@ -115,7 +115,7 @@ def local_env(base_env: Mapping[str, str], loopback: str) -> dict[str, str]:
     """Variables every local process gets besides the cluster ones (docs/runtime.md)."""
     env = {"GLOO_SOCKET_IFNAME": loopback, "TP_SOCKET_IFNAME": loopback}
     # GLT's own sampling subprocesses never run our logging set-up; torch 2.3 warns there for
-    # every gloo group (graphstore.cli.setup_logging silences it in our processes)
+    # every gloo group (graphstore.runtime.cli.setup_logging silences it in our processes)
     quiet = "ignore:You are using a Backend:UserWarning"
     for name, value in (("OMP_NUM_THREADS", "1"), ("PYTHONUNBUFFERED", "1"),
                         ("PYTHONWARNINGS", quiet)):
@@ -199,7 +199,7 @@ def _tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
 
 
 _OUR_WARNING = re.compile(r"^\d\d:\d\d:\d\d \S+ (WARNING|ERROR|CRITICAL) graphstore\.")
-"""A warning or error our own loggers wrote (graphstore.cli's format: time, role, level, name)."""
+"""A warning or error our own loggers wrote (graphstore.runtime.cli's format: time, role, level, name)."""
 
 
 def _exceptions_in(path: Path, limit: int = 3) -> list[str]:

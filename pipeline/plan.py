@@ -1,13 +1,13 @@
 """Sizing before spending: does each storage machine hold its partition? (``pipeline plan``, ``submit``)
 
-:func:`partition_loads` counts what each storage machine will hold (graphstore.sizing): exactly
+:func:`partition_loads` counts what each storage machine will hold (graphstore.planning.sizing): exactly
 from a shard set's manifest (``--shards``; only ``CURRENT`` and ``manifest.json`` are read), or
-estimated from the raw tables' row counts before partitioning (graphstore.table_rows: Parquet
+estimated from the raw tables' row counts before partitioning (graphstore.io.table_rows: Parquet
 footers, BigQuery metadata). :func:`check` (pure) compares the estimate with the resource
 config: for each stage (train, infer) the storage pool's machine type (memory from
-graphstore.machine_types) and boot disk (a Vertex config without a storage pool is not sized),
+graphstore.config.machine_types) and boot disk (a Vertex config without a storage pool is not sized),
 for a local config this machine's memory; in replicated mode, the compute pool's boot disk
-against the graph files every compute machine copies (graphstore.sizing.graph_file_bytes); and the partition task's memory against the DuckDB budget
+against the graph files every compute machine copies (graphstore.planning.sizing.graph_file_bytes); and the partition task's memory against the DuckDB budget
 (``memoryLimitMb``). Its report lists the measured coefficients it used; a config that cannot fit
 is a list of :class:`~graphstore.config.Problem` naming the key to change (``submit`` refuses it
 with exit 2, before anything is sent).
@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from graphstore import machine_types
+from graphstore.config import machine_types
 from graphstore.config import Problem, ResourceConfig, StageResources, TaskConfig
-from graphstore.sizing import (
+from graphstore.planning.sizing import (
     GIB, IMAGE_DISK_GB, MEASURED, MEMORY_MARGIN, MIB, SYSTEM_RESERVE_MIB, GraphCounts,
     PartitionLoad, TableCounts, disk_needed_bytes, graph_file_bytes, loads_from_manifest,
     loads_from_tables, memory_needed_bytes,
@@ -51,13 +51,13 @@ def partition_loads(task: TaskConfig, num_partitions: int,
     """``(one PartitionLoad per partition, where the counts came from)``. Raises
     SizesUnknown when a raw table's uri holds a ``{...}`` template (resolved per run)."""
     if shards_uri:
-        from graphstore.shards.reader import ShardSet
+        from graphstore.formats.shards.reader import ShardSet
 
         with ShardSet.open(shards_uri) as shards:
             size = os.path.getsize(os.path.join(shards.root, "manifest.json"))
             return (loads_from_manifest(shards.manifest, size),
                     f"the manifest of {shards.source_uri} (exact counts)")
-    from graphstore.table_rows import count_rows
+    from graphstore.io.table_rows import count_rows
 
     sources = [*task.dataset.node_sources, *task.dataset.edge_sources]
     templated = [s.uri for s in sources if "{" in s.uri]
@@ -150,7 +150,7 @@ def cheapest_line(loads: list[PartitionLoad], compute: int) -> str:
     return (f"cheapest storage machine that holds a partition ({_gib(need)}): {kind.name} "
             f"({kind.memory_gib:,.0f} GiB, {kind.vcpus} vCPUs), ${price:,.2f}/h each, "
             f"${price * len(loads):,.2f}/h for {len(loads)} (Compute Engine list price; "
-            "graphstore.machine_types.PRICE_SOURCE)")
+            "graphstore.config.machine_types.PRICE_SOURCE)")
 
 
 def _count_problems(res: ResourceConfig, loads: list[PartitionLoad], res_file: str, what: str,
@@ -194,7 +194,7 @@ def _size(n: float) -> str:
 
 
 def replicated_graph_bytes(task: TaskConfig, loads: list[PartitionLoad]) -> int:
-    """The upper bound of graphstore.sizing.graph_file_bytes for ``task``'s graph."""
+    """The upper bound of graphstore.planning.sizing.graph_file_bytes for ``task``'s graph."""
     ds, graph = task.dataset, task.graph_metadata
     types = sum(2 if ds.partition.add_reverse_edges and et.src_node_type != et.dst_node_type
                 else 1 for et in graph.edge_types)

@@ -1,11 +1,11 @@
 """What each pipeline task does: the bodies of the DAG's components (pipeline/dag.py) call these.
 
 Run folder of one pipeline run: ``<runRoot>/<run_id>/``, laid out by
-graphstore.run_paths.RunPaths (frozen configs and the run record ``config/run.json`` in
+graphstore.formats.run_paths.RunPaths (frozen configs and the run record ``config/run.json`` in
 ``config/``, the stages' outputs, process logs, and ``_stages/<name>.json``: one record per task,
 ``{stage, status, ...}``, status running from its start, then ok or failed with seconds and
 error). The run id of a run folder is read from its run record, never from its name
-(graphstore.run_paths.read_run_id).
+(graphstore.formats.run_paths.read_run_id).
 
 Placeholders (scheduled retraining): ``{run_id}``, ``{run_date}`` (YYYY-MM-DD, UTC) and
 ``{run_time}`` (HHMMSS) anywhere in a config value are replaced when the run starts, and the
@@ -27,18 +27,18 @@ from typing import Iterator
 
 import yaml
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config import load_config_pair
-from graphstore.errors import GraphstoreError, UsageError
-from graphstore.run_ids import check_run_id, new_run_id
-from graphstore.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
-from graphstore.stage import stage_resources, stage_section
+from graphstore.runtime.errors import GraphstoreError, UsageError
+from graphstore.formats.run_ids import check_run_id, new_run_id
+from graphstore.formats.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
+from graphstore.config.stage import stage_resources, stage_section
 
 log = logging.getLogger(__name__)
 STAGES = ("partition", "train", "infer", "export")
 
 
-# RUN_RECORD (defined in graphstore.run_paths, kept importable from here): a run folder's claim,
+# RUN_RECORD (defined in graphstore.formats.run_paths, kept importable from here): a run folder's claim,
 # created exclusively by the run that owns the folder (run id, date, time, started_at); later
 # stages and resumed runs read it, nobody overwrites it.
 
@@ -177,7 +177,7 @@ def recorded(run_dir: str, stage: str, name: str | None = None, **fields) -> Ite
 def run_partition(run_dir: str) -> None:
     """Raw tables -> ``<run-dir>/shards`` (replaced when a previous attempt left one); in
     replicated mode (resource config ``mode: replicated``) then the graph and features files,
-    ``<run-dir>/graph/`` (graphstore.replicated.run_files; each replaced whole)."""
+    ``<run-dir>/graph/`` (graphstore.modes.replicated.run_files; each replaced whole)."""
     from graphstore.partition import partition_graph
 
     task, res = load_frozen(run_dir)
@@ -188,7 +188,7 @@ def run_partition(run_dir: str) -> None:
         record.update(partitions=manifest.num_partitions,
                       edges=sum(e.count for e in manifest.edge_types.values()))
         if res.trainer.replicated:
-            from graphstore.replicated.run_files import write_run_graph_files
+            from graphstore.modes.replicated.run_files import write_run_graph_files
 
             record.update(write_run_graph_files(task, run_dir))
 

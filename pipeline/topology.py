@@ -1,7 +1,7 @@
 """The worker-pool layout of a graph-store job: pure functions, no environment reads.
 
 Shared by the local launcher (:mod:`pipeline.launch`) and the Vertex AI CustomJob builder, so both
-produce the cluster that :meth:`graphstore.env.ClusterTopology.from_env` reads.
+produce the cluster that :meth:`graphstore.runtime.env.ClusterTopology.from_env` reads.
 
 Ordering rules (docs/runtime.md):
 
@@ -24,12 +24,12 @@ from typing import Any, Mapping, Sequence
 
 from graphstore.config import TaskConfig
 
-from graphstore.env import (
+from graphstore.runtime.env import (
     CLUSTER_SPEC, COMPUTE_LEADER_POOL, COMPUTE_POOL, MASTER_ADDR, MASTER_PORT, RANK,
     STORAGE_POOL, WORLD_SIZE, Role, split_address,
 )
-from graphstore.errors import UsageError
-from graphstore.stage import stage_section
+from graphstore.runtime.errors import UsageError
+from graphstore.config.stage import stage_section
 
 Layout = tuple["Pool", "Pool", "Pool"]
 

@@ -12,7 +12,7 @@ run the stage's ``command``, storage pools its
 ``graphStoreStorageConfig.command``, each with the four stage arguments appended; Vertex sets
 ``CLUSTER_SPEC`` and the process group variables itself, and every pool gets
 ``GRAPHSTORE_JOB_NAME`` (the job's display name: Vertex's ``CLUSTER_SPEC`` "job" is the job spec
-as a JSON string, not a name; graphstore.env reads it).
+as a JSON string, not a name; graphstore.runtime.env reads it).
 
 A CustomJob is an ``aiplatform_v1.CustomJob`` message (the request the ``JobServiceClient``
 sends; its fields parse strictly), with the resource config's labels plus :func:`job_labels`
@@ -27,9 +27,9 @@ import re
 from typing import Any, Iterator, Mapping
 
 from graphstore.config import ResourceConfig, StageResources, TaskConfig
-from graphstore.env import JOB_NAME
-from graphstore.errors import UsageError
-from graphstore.stage import stage_resources
+from graphstore.runtime.env import JOB_NAME
+from graphstore.runtime.errors import UsageError
+from graphstore.config.stage import stage_resources
 from pipeline import topology
 
 LABEL_CHARS = 63

@@ -30,11 +30,11 @@ from __future__ import annotations
 import re
 from typing import Iterator, Mapping
 
-from graphstore import uris
-from graphstore.bigquery_source import is_bigquery
+from graphstore.io import uris
+from graphstore.io.bigquery_source import is_bigquery
 from graphstore.config import ConfigError, Problem, ResourceConfig, TaskConfig
 from graphstore.config.resource_schema import GPU_UNSPECIFIED, PoolConfig, StageResources
-from graphstore.errors import show
+from graphstore.runtime.errors import show
 from pipeline.custom_jobs import LAUNCH_LABEL
 from pipeline.dag import DEFAULT_IMAGE
 

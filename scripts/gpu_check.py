@@ -34,11 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # pipeline/ and components/ of this checkout
 
 from graphstore.config import load_config_pair  # noqa: E402
-from graphstore.datagen import DatasetSpec, generate_dataset  # noqa: E402
-from graphstore.embeddings import read_success  # noqa: E402
+from graphstore.tools.datagen import DatasetSpec, generate_dataset  # noqa: E402
+from graphstore.formats.embeddings import read_success  # noqa: E402
 from graphstore.partition import partition_graph  # noqa: E402
-from graphstore.ports import free_ports  # noqa: E402
-from graphstore.run_paths import RunPaths  # noqa: E402
+from graphstore.runtime.ports import free_ports  # noqa: E402
+from graphstore.formats.run_paths import RunPaths  # noqa: E402
 from pipeline import topology  # noqa: E402
 from pipeline.launch import local_env, loopback_interface  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Embedding run folders for the export tests (local and BigQuery): a tiny partitioned graph and
-run folders holding embeddings in the inferencer's documented format (graphstore.inference), with
+run folders holding embeddings in the inferencer's documented format (graphstore.inference.inferencer), with
 values chosen by the test, so every expectation comes from the inputs."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 
 REPO = Path(__file__).resolve().parents[1]
 DIM = 4

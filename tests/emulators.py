@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphstore.ports import free_ports
+from graphstore.runtime.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 EMU_VENV = REPO / ".venv-emulators"

@@ -1,4 +1,4 @@
-"""Run a real process until it reaches a named pause point (graphstore.pause_points), then SIGKILL
+"""Run a real process until it reaches a named pause point (graphstore.runtime.pause_points), then SIGKILL
 it there. Shared by the crash-safety tests (local folders and the GCS emulator)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from graphstore.env import PAUSE_AT
+from graphstore.runtime.env import PAUSE_AT
 
 REPO = Path(__file__).resolve().parents[1]
 

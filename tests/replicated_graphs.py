@@ -10,11 +10,11 @@ import numpy as np
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.replicated import write_features_file, write_graph_file
-from graphstore.shards.reader import ShardSet
-from graphstore.splitter import SPLIT_CODE
+from graphstore.modes.replicated import write_features_file, write_graph_file
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.dataset.splitter import SPLIT_CODE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,11 +84,11 @@ def raw_labels(shards_uri: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def held_out_mask(built: Built, name: str, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Edges of ``name`` whose supervision pair is in val/test under the built splitter (the
     edges graph-store storage removes), computed from the splitter's own functions over the
-    nodes' ranks (graphstore.splitter.SplitRules: splits do not depend on the partition count)."""
+    nodes' ranks (graphstore.dataset.splitter.SplitRules: splits do not depend on the partition count)."""
     from tests.shard_sets import ranks
 
     from graphstore.config import EdgeType
-    from graphstore.storage.dataset import load_splitter
+    from graphstore.dataset.partition_graph import load_splitter
 
     s = ShardSet.open(built.shards)
     info = s.manifest.edge_types[name]

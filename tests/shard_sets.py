@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.shards.reader import ShardSet
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.formats.shards.reader import ShardSet
 from tests.kill_points import REPO
 
 TASK = REPO / "configs" / "task_homo.yaml"

@@ -3,7 +3,7 @@ cancellation tests: ``python -m tests.vertex_stage_driver ADDRESS RUN_DIR STAGE 
 
 It calls pipeline.stages.run_graph_store exactly as the train / infer task does, with the real
 JobServiceClient pointed at the fake JobService at ``ADDRESS`` (tests/fake_vertex.py) and the
-given pipeline.custom_jobs.Polling fields; exit codes follow graphstore.cli.run_cli.
+given pipeline.custom_jobs.Polling fields; exit codes follow graphstore.runtime.cli.run_cli.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from graphstore.cli import run_cli, setup_logging
+from graphstore.runtime.cli import run_cli, setup_logging
 from pipeline.custom_jobs import Polling
 from pipeline.stages import run_graph_store
 from tests.fake_vertex import client_for

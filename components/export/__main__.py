@@ -3,7 +3,7 @@
     python -m components.export --task-config T --run-dir D [--run-id ID] [--node-type NT ...]
 
 Needs the infer stage's ``<run-dir>/embeddings/<node_type>/_SUCCESS``; the run id defaults to the
-run folder's (``<run-dir>/config/run.json``, else the folder's name: graphstore.run_paths); the
+run folder's (``<run-dir>/config/run.json``, else the folder's name: graphstore.formats.run_paths); the
 warehouse comes from ``exportConfig``. A local ``--run-dir`` that does not
 exist and a ``--node-type`` outside ``graphMetadata.nodeTypes`` exit 2; missing embeddings in an
 existing run folder exit 1. Order of work and guarantees:
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from graphstore.cli import run_cli, setup_logging
+from graphstore.runtime.cli import run_cli, setup_logging
 
 
 def main() -> int:
@@ -34,8 +34,8 @@ def main() -> int:
                         help="override a task config value (dotted path)")
     args = parser.parse_args()
     setup_logging("export")
-    from graphstore import uris
-    from graphstore.errors import UsageError
+    from graphstore.io import uris
+    from graphstore.runtime.errors import UsageError
     from graphstore.export import export_run, load_task_and_project
 
     if not uris.is_gcs(args.run_dir) and not os.path.isdir(args.run_dir):

@@ -1,5 +1,5 @@
 """``python -m components.graph_file``: a shard set -> the graph file (and features file) of
-replicated mode (graphstore.replicated.format).
+replicated mode (graphstore.modes.replicated.format).
 
 Its own small step reading the shards, rather than a flag of the partition stage: the graph file
 then has the shards' numbering by construction (every shard file checked against its checksum as
@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 
-from graphstore.cli import run_cli, setup_logging
+from graphstore.runtime.cli import run_cli, setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +36,8 @@ def main() -> int:
     args = build_parser().parse_args()
     setup_logging("graph_file")
     from graphstore.config import load_task_config
-    from graphstore.replicated import write_features_file, write_graph_file
-    from graphstore.shards.reader import ShardSet
+    from graphstore.modes.replicated import write_features_file, write_graph_file
+    from graphstore.formats.shards.reader import ShardSet
 
     task = load_task_config(args.task_config, overrides=tuple(args.overrides))
     with ShardSet.open(args.shards) as shards:

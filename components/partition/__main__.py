@@ -1,6 +1,6 @@
 """``python -m components.partition``: raw node/edge tables -> shards for the storage servers.
 
-Reads the data sources named in the task config, writes the shard set (graphstore.shards.format)
+Reads the data sources named in the task config, writes the shard set (graphstore.formats.shards.format)
 to ``--output`` with the manifest last. The partition count is, in order of precedence:
 ``--num-partitions``, ``datasetConfig.partitionConfig.numPartitions``, the resource config's
 storage process count. ``--num-partitions N`` is applied as the override
@@ -15,7 +15,7 @@ import argparse
 import json
 import logging
 
-from graphstore.cli import run_cli, setup_logging
+from graphstore.runtime.cli import run_cli, setup_logging
 
 log = logging.getLogger("components.partition")
 

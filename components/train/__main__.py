@@ -15,7 +15,7 @@ def _run(ctx, topology) -> int:
 
 
 if __name__ == "__main__":
-    from graphstore.stage import stage_main
+    from graphstore.config.stage import stage_main
 
     stage_main("python -m components.train", "Train the default link-prediction GNN.", "train",
                _run)

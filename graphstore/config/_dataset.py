@@ -5,7 +5,7 @@ URI resolution: ``dataRootUri`` is resolved against the config file's folder whe
 loader passes the folder as validation context ``base_dir``). Local results are absolute, normalised
 paths; anything with a scheme (``gs://...``, ``bq://...``) is left untouched, so a resolved (frozen)
 config loads the same from any folder. A ``bq://project.dataset.table`` uri is a BigQuery table
-(format ``bigquery``; graphstore.bigquery_source).
+(format ``bigquery``; graphstore.io.bigquery_source).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from graphstore.bigquery_source import TABLE_PATTERN as BQ_TABLE, is_bigquery
+from graphstore.io.bigquery_source import TABLE_PATTERN as BQ_TABLE, is_bigquery
 from graphstore.config._fields import Bool, Choice, Int, Issues, Model, Name, Str
 from graphstore.config._graph import EdgeType, GraphMetadata, unique
-from graphstore.errors import show
+from graphstore.runtime.errors import show
 
 MIN_MEMORY_LIMIT_MB = 128
 """Least ``memoryLimitMb``: the tiny generated dataset as CSV (the DuckDB path, whose CSV reader
@@ -57,7 +57,7 @@ def resolve_uri(uri: str, base: str) -> str:
 def _source_format(uri: str, given: str | None) -> str:
     """The format of a source: checked against a ``bq://`` uri, else given or inferred from the name."""
     issues = Issues()
-    if is_bigquery(uri):  # a BigQuery table (graphstore.bigquery_source)
+    if is_bigquery(uri):  # a BigQuery table (graphstore.io.bigquery_source)
         if given not in (None, "bigquery"):
             issues.bad(("format",), given, "must be bigquery (or absent) for a bq:// uri")
         if not BQ_TABLE.match(uri):

@@ -3,7 +3,7 @@
 A :class:`Collector` gathers the :class:`~graphstore.config.errors.Problem` s of one file. Pydantic
 reports every error of a model at once, each with its location (YAML keys and list indexes);
 :func:`add_validation_errors` turns each into one problem with the dotted key, the value (cut by
-:func:`~graphstore.errors.show`) and the house message: ``unknown key 'x' (did you mean 'y'?)``,
+:func:`~graphstore.runtime.errors.show`) and the house message: ``unknown key 'x' (did you mean 'y'?)``,
 ``missing required key 'k'``, or ``<value> <why>`` from a coercer or a cross-field check.
 """
 

@@ -21,7 +21,7 @@ from graphstore.config._fields import (
     INT_RE, Bad, Choice, Coerce, Int, Issues, Label, Model, PyPath, Str, as_bool, as_float, as_free_map,
     as_int, as_literal, freeze_value, thaw_value,
 )
-from graphstore.errors import clip
+from graphstore.runtime.errors import clip
 
 
 def as_split_amount(v: Any) -> int | float:

@@ -25,7 +25,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping, TypeVar
 
-from graphstore.errors import UsageError, show
+from graphstore.runtime.errors import UsageError, show
 
 DEFAULT_TRAINER_MODULE = "components.train"
 DEFAULT_INFERENCER_MODULE = "components.infer"

@@ -10,7 +10,7 @@ with a default. Cross-field rules (declared types, derived values) are the loade
 docs/configs.md is the template docs/src/configs.md (the prose, written by hand) with each line
 ``<!-- keys: ModelName -->`` replaced by the table of that model's keys: type, default and the
 field's description, and the line ``<!-- machine-types -->`` by the table of
-graphstore.machine_types.
+graphstore.config.machine_types.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Iterator, Mapping
 
 from pydantic.fields import FieldInfo
 
-from graphstore import machine_types
+from graphstore.config import machine_types
 from graphstore.config._fields import Label, Model
 from graphstore.config.resource_schema import ResourceConfig
 from graphstore.config.schema import TaskConfig

@@ -5,7 +5,7 @@ resource pair) is collected as a :class:`Problem` and raised together as one :cl
 whose text lists one problem per line in the form ``file[:line]: dotted.path: message``.
 
 Error lines stay short whatever the user wrote: every message that quotes a user's value quotes it
-through :func:`graphstore.errors.show` (at most :data:`VALUE_CHARS` characters), each rendered
+through :func:`graphstore.runtime.errors.show` (at most :data:`VALUE_CHARS` characters), each rendered
 line is cut at :data:`LINE_CHARS`, and at most :data:`MAX_PROBLEMS_SHOWN` problems are listed
 (the count of the rest follows). ``ConfigError.problems`` still holds every problem.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from graphstore.errors import VALUE_CHARS, UsageError, clip, show
+from graphstore.runtime.errors import VALUE_CHARS, UsageError, clip, show
 
 __all__ = ["VALUE_CHARS", "LINE_CHARS", "MAX_PROBLEMS_SHOWN", "Problem", "ConfigError", "clip", "show"]
 

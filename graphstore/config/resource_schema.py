@@ -23,8 +23,8 @@ from graphstore.config._fields import (
     as_str, freeze_value, thaw_value, typed,
 )
 from graphstore.config._problems import loc_path
-from graphstore.errors import show
-from graphstore.machine_types import MACHINE_TYPES, unknown_reason
+from graphstore.runtime.errors import show
+from graphstore.config.machine_types import MACHINE_TYPES, unknown_reason
 
 GPU_UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
 LOCAL_KEY = "local_graph_store_config"
@@ -63,7 +63,7 @@ MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 100, 64000
 
 
 def as_machine_type(v: Any) -> str:
-    """A machine type of :mod:`graphstore.machine_types` (a did-you-mean otherwise)."""
+    """A machine type of :mod:`graphstore.config.machine_types` (a did-you-mean otherwise)."""
     v = as_str(v)
     if v not in MACHINE_TYPES:
         raise Bad(unknown_reason(v))
@@ -225,7 +225,7 @@ class StageResources(Model):
     @property
     def gpus_per_compute_machine(self) -> int:
         """GPUs of each compute machine: Vertex ``compute_pool.gpu_limit``; local: 0 (the CPU).
-        Above 0, each compute process computes on ``cuda:<local_rank>`` (graphstore.devices)."""
+        Above 0, each compute process computes on ``cuda:<local_rank>`` (graphstore.runtime.devices)."""
         return self.vertex.compute_pool.gpu_limit if self.vertex else 0
 
     @property

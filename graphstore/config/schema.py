@@ -29,7 +29,7 @@ from graphstore.config._fields import (
 )
 from graphstore.config._graph import EdgeType, GraphMetadata, TaskMetadata, unique
 from graphstore.config._storage import GraphStoreStorageConfig
-from graphstore.errors import show
+from graphstore.runtime.errors import show
 from graphstore.config.default_args import (
     DEFAULT_INFERENCER_MODULE, DEFAULT_TRAINER_MODULE, InferencerArgs, TrainerArgs, arg_problems,
     known_keys, runs_module,

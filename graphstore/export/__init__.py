@@ -10,8 +10,8 @@ For each node type (default: ``inferencerConfig.nodeTypes``), in that order:
      is there, else from the local file);
   3. the loaded count is checked against the marker's and reported.
 The run id stored with the rows is the one given, else the run folder's
-(graphstore.run_paths.read_run_id: ``config/run.json``, or the name of a folder without one);
-paths follow graphstore.run_paths.RunPaths.
+(graphstore.formats.run_paths.read_run_id: ``config/run.json``, or the name of a folder without one);
+paths follow graphstore.formats.run_paths.RunPaths.
 A node type that fails stops the stage; node types already loaded stay loaded (each is complete).
 This package imports neither torch nor GLT (the pipeline process runs it).
 """
@@ -25,14 +25,14 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config import TaskConfig
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from graphstore.export.bigquery_warehouse import BigQueryWarehouse
 from graphstore.export.local_warehouse import LocalWarehouse
 from graphstore.export.names import check_run_id, table_name
 from graphstore.export.rows import build_rows
-from graphstore.run_paths import EXPORT_ROWS, RunPaths, read_run_id
+from graphstore.formats.run_paths import EXPORT_ROWS, RunPaths, read_run_id
 
 log = logging.getLogger(__name__)
 

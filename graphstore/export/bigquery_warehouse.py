@@ -31,7 +31,7 @@ import logging
 import re
 from typing import Callable
 
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export.names import latest_view_name, node_id_value, sql_name
 from graphstore.export.rows import TABLE_COLUMNS, Rows
 
@@ -60,7 +60,7 @@ def staging_name(table: str, run_id: str) -> str:
 
 
 class BigQueryWarehouse:
-    """One BigQuery dataset. ``client`` defaults to graphstore.gcp.bigquery_client(project)."""
+    """One BigQuery dataset. ``client`` defaults to graphstore.io.gcp.bigquery_client(project)."""
 
     def __init__(self, project: str, dataset: str, *, location: str | None = None,
                  client=None) -> None:
@@ -69,7 +69,7 @@ class BigQueryWarehouse:
         self.location = location
         self.path = f"bigquery:{project}.{self.dataset}"  # shown in messages
         if client is None:
-            from graphstore.gcp import bigquery_client
+            from graphstore.io.gcp import bigquery_client
 
             client = bigquery_client(project)
         self.client = client

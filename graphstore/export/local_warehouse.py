@@ -29,10 +29,10 @@ import re
 import time
 from typing import Callable
 
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export.names import latest_view_name, node_id_value, sql_name
 from graphstore.export.rows import Rows
-from graphstore.literal_paths import duckdb_literal
+from graphstore.io.literal_paths import duckdb_literal
 
 log = logging.getLogger(__name__)
 FILE_NAME = "warehouse.duckdb"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1000}$")
 LATEST_SUFFIX = "_latest"
@@ -32,8 +32,8 @@ def latest_view_name(table: str) -> str:
 
 
 def check_run_id(run_id: str) -> str:
-    """``run_id`` when it follows graphstore.run_ids' rule; UsageError otherwise."""
-    from graphstore.run_ids import check_run_id as check
+    """``run_id`` when it follows graphstore.formats.run_ids' rule; UsageError otherwise."""
+    from graphstore.formats.run_ids import check_run_id as check
 
     return check(run_id)
 

@@ -1,7 +1,7 @@
 """Warehouse rows of one node type: embeddings joined back to raw ids, in the table's schema.
 
 Input: ``<run-dir>/embeddings/<node_type>/`` (the inferencer's Parquet shards and ``_SUCCESS``
-marker; graphstore.inference) and the shard set (``<run-dir>/shards``, graphstore.run_paths)'s
+marker; graphstore.inference.inferencer) and the shard set (``<run-dir>/shards``, graphstore.formats.run_paths)'s
 ``id_map/<node_type>.parquet``. Output: one Parquet file with the warehouse schema
 (docs/architecture.md), the only thing a warehouse loads::
 
@@ -27,9 +27,9 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from graphstore import uris
-from graphstore.errors import RuntimeFailure
-from graphstore.run_paths import RunPaths
+from graphstore.io import uris
+from graphstore.runtime.errors import RuntimeFailure
+from graphstore.formats.run_paths import RunPaths
 
 TABLE_COLUMNS = ("node_id", "node_type", "embedding", "model_version", "run_id", "created_at")
 JOIN_MEMORY_MB = 1024
@@ -54,8 +54,8 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
     import duckdb
     import pyarrow.parquet as pq
 
-    from graphstore.embeddings import SUCCESS, embeddings_uri, read_success
-    from graphstore.shards.reader import ShardSet
+    from graphstore.formats.embeddings import SUCCESS, embeddings_uri, read_success
+    from graphstore.formats.shards.reader import ShardSet
 
     marker = read_success(run_dir, node_type)
     folder = embeddings_uri(run_dir, node_type)

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from graphstore.partition.read_errors import arrow_reading
 from graphstore.partition.tuning import DEFAULT_MAX_CHUNK_ROWS, DEFAULT_TUNING, PartitionTuning
-from graphstore.shards.format import NodeRanges
+from graphstore.formats.shards.format import NodeRanges
 
 log = logging.getLogger(__name__)
 MIN_CHUNK_ROWS = 1 << 16
@@ -54,7 +54,7 @@ CODECS = {"uncompressed": "none", "snappy": "snappy", "zstd": "zstd"}
 
 class IdLookup:
     """Raw id -> dense id of one node type, in memory (the numbering of
-    :class:`~graphstore.shards.format.NodeRanges`: a raw id's rank in ascending order, then its
+    :class:`~graphstore.formats.shards.format.NodeRanges`: a raw id's rank in ascending order, then its
     partition's range).
 
     Integer ids whose range is small enough use a direct table (``dense = table[raw - low]``);
@@ -179,7 +179,7 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     logged under ``label``.
     A raw file that cannot be decoded raises InputDataError naming ``source`` (default ``path``);
     errors while writing pass through. Each row goes to the partition whose range holds its
-    anchor's dense id (the lookups' :class:`~graphstore.shards.format.NodeRanges`).
+    anchor's dense id (the lookups' :class:`~graphstore.formats.shards.format.NodeRanges`).
     """
     columns = list(dict.fromkeys([src_column, dst_column,
                                   *([weight_column] if weight_column else []), *feature_columns]))

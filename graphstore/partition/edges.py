@@ -34,14 +34,14 @@ import os
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from graphstore.errors import InputDataError
-from graphstore.literal_paths import duckdb_literal_glob
+from graphstore.runtime.errors import InputDataError
+from graphstore.io.literal_paths import duckdb_literal_glob
 from graphstore.partition import read_errors
 from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import EdgeOutput, stream_edges
 from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
 from graphstore.partition.workspace import Workspace, log_rate
-from graphstore.shards.format import EdgeTypeInfo, anchor_side, edge_dir, label_dir
+from graphstore.formats.shards.format import EdgeTypeInfo, anchor_side, edge_dir, label_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import EdgeSource, EdgeType

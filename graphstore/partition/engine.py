@@ -1,4 +1,4 @@
-"""The partition stage: raw node/edge tables -> a shard set (format: graphstore.shards.format).
+"""The partition stage: raw node/edge tables -> a shard set (format: graphstore.formats.shards.format).
 
 Order of work (each step logs rows and rows/s):
   1. open every source (gs:// inputs are streamed to a local work folder first) and check columns
@@ -21,7 +21,7 @@ Order of work (each step logs rows and rows/s):
      steps 3 and 4 run two at a time, :data:`PARALLEL_STEPS`; they only read the node tables);
   5. checksums, then ``manifest.json`` LAST (:mod:`graphstore.partition.manifest`), then the new
      version is published: the output's ``CURRENT`` pointer switches to it in one atomic step
-     (graphstore.shards.publish).
+     (graphstore.formats.shards.publish).
 
 Memory: DuckDB runs with ``memoryLimitMb`` and spills to the run's work folder; a node table or id
 map held in memory may use up to ``PartitionTuning.lookup_share`` (default 0.25) of that limit, and
@@ -43,15 +43,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from graphstore.partition import edges as edge_step
 from graphstore.partition import nodes as node_step
 from graphstore.partition.manifest import write_manifest
 from graphstore.partition.sources import IdKind, Table, resolve_id_kinds
 from graphstore.partition.tuning import DEFAULT_TUNING, PartitionTuning
 from graphstore.partition.workspace import Workspace
-from graphstore.shards.format import EdgeTypeInfo, Manifest, NodeTypeInfo, node_dir
-from graphstore.shards.publish import NewVersion, ShardRoot
+from graphstore.formats.shards.format import EdgeTypeInfo, Manifest, NodeTypeInfo, node_dir
+from graphstore.formats.shards.publish import NewVersion, ShardRoot
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import EdgeSource, NodeSource, TaskConfig

@@ -1,9 +1,9 @@
 """The manifest of a new shard set (step 5 of :mod:`graphstore.partition.engine`).
 
 Written LAST into the version folder, after every shard file is complete: it lists every file
-with its sha256, size and rows (readers verify them, graphstore.shards.reader), the node and edge
+with its sha256, size and rows (readers verify them, graphstore.formats.shards.reader), the node and edge
 types with their per-partition counts, and :func:`config_hash`. Publishing the version (the
-``CURRENT`` switch) is graphstore.shards.publish's job and happens after the manifest is on disk.
+``CURRENT`` switch) is graphstore.formats.shards.publish's job and happens after the manifest is on disk.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow.parquet as pq
 
-from graphstore import uris
-from graphstore.shards.format import (
+from graphstore.io import uris
+from graphstore.formats.shards.format import (
     MANIFEST,
     SCHEMA_VERSION,
     EdgeTypeInfo,
@@ -27,8 +27,8 @@ from graphstore.shards.format import (
     Manifest,
     NodeTypeInfo,
 )
-from graphstore.shards.publish import MARKER
-from graphstore.shards.reader import sha256_file
+from graphstore.formats.shards.publish import MARKER
+from graphstore.formats.shards.reader import sha256_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import TaskConfig

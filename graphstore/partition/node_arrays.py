@@ -1,10 +1,10 @@
 """The in-memory node path: a raw Parquet node table -> id map and per-partition node files.
 
 Used when a node table fits the memory budget (:func:`estimated_bytes`); the engine's DuckDB path
-handles larger tables and CSV. Both write the same rows (format: graphstore.shards.format):
+handles larger tables and CSV. Both write the same rows (format: graphstore.formats.shards.format):
 
 - the ``r``-th raw id in ascending order (strings by byte order, as DuckDB) has rank ``r``, goes
-  to partition ``r % P`` and gets the dense id :class:`~graphstore.shards.format.NodeRanges`
+  to partition ``r % P`` and gets the dense id :class:`~graphstore.formats.shards.format.NodeRanges`
   gives it; partition ``p``'s file lists its range ascending.
 
 Validation that needs row numbers for its message (null ids, duplicates, bad features) is left
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from graphstore.partition.edge_stream import feature_matrix, write_shard_file
 from graphstore.partition.read_errors import arrow_reading
-from graphstore.shards.format import NodeRanges
+from graphstore.formats.shards.format import NodeRanges
 
 
 def estimated_bytes(num_rows: int, string_ids: bool, feature_width: int) -> int:

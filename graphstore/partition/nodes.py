@@ -4,7 +4,7 @@ their id maps, partition books and per-partition node files (step 4).
 Numbering: from the node table when one is given (nulls, duplicates, bad features rejected, each
 error naming its row), else from the distinct edge endpoints. Raw ids sorted ascending (strings:
 UTF-8 byte order) get ranks, and ranks dense ids by the ranges rule of the format
-(:class:`~graphstore.shards.format.NodeRanges`), on both paths. A Parquet node table with scalar features that fits
+(:class:`~graphstore.formats.shards.format.NodeRanges`), on both paths. A Parquet node table with scalar features that fits
 the workspace's ``lookup_budget`` (``PartitionTuning.lookup_share`` of ``memoryLimitMb``) is read
 and sorted in memory (:mod:`graphstore.partition.node_arrays`); otherwise DuckDB sorts it into a
 table ``(int_id, raw_id)`` (``int_id`` the dense id), which a type numbered in memory also gets, on demand
@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphstore.errors import InputDataError
+from graphstore.runtime.errors import InputDataError
 from graphstore.partition import node_arrays, read_errors
 from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import IdLookup
 from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
 from graphstore.partition.workspace import Workspace, log_rate
-from graphstore.shards.format import NodeRanges, id_map_path, node_dir
+from graphstore.formats.shards.format import NodeRanges, id_map_path, node_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import EdgeSource, NodeSource

@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Protocol, Sequence, TypeVar
 import duckdb
 import pyarrow as pa
 
-from graphstore.errors import InputDataError, RuntimeFailure
+from graphstore.runtime.errors import InputDataError, RuntimeFailure
 
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 import duckdb
 
-from graphstore.errors import InputDataError
-from graphstore.literal_paths import duckdb_literal
+from graphstore.runtime.errors import InputDataError
+from graphstore.io.literal_paths import duckdb_literal
 from graphstore.partition import read_errors
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 
 DEFAULT_LOOKUP_SHARE = 0.25
 """Fraction of ``memoryLimitMb`` that one node type's in-memory table or id map may take, and

@@ -29,13 +29,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.partition import node_arrays, read_errors
 from graphstore.partition import sources as src_mod
 from graphstore.partition.edge_stream import IdLookup
 from graphstore.partition.sources import IdKind, Table, sql_ident, sql_str
 from graphstore.partition.tuning import PartitionTuning
-from graphstore.shards.format import NodeRanges
+from graphstore.formats.shards.format import NodeRanges
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import NodeSource, TaskConfig
@@ -114,10 +114,10 @@ class Workspace:
     def open_source(self, uri: str, declared_format: str | None,
                     columns: Sequence[str]) -> Table:
         """A source table, local, on gs:// (copied locally) or in BigQuery (``bq://``: the
-        ``columns`` the config uses copied to a local Parquet file, graphstore.bigquery_source)."""
+        ``columns`` the config uses copied to a local Parquet file, graphstore.io.bigquery_source)."""
         inputs = os.path.join(self.work, "inputs")
         if declared_format == "bigquery":
-            from graphstore import bigquery_source
+            from graphstore.io import bigquery_source
 
             name = uri[len(bigquery_source.SCHEME):].replace(".", "__") + ".parquet"
             path = bigquery_source.to_parquet(uri, columns, os.path.join(inputs, "bigquery", name))

@@ -121,7 +121,7 @@ class EpochStream:
                 continue
             self._taken += 1
             return batch
-        from graphstore.errors import RuntimeFailure
+        from graphstore.runtime.errors import RuntimeFailure
 
         raise RuntimeFailure(f"{type(self.loader).__name__} yields no batches: its input is empty "
                              "or smaller than one batch on every storage rank")

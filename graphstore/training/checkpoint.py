@@ -1,7 +1,7 @@
 """The checkpoint format of the default trainer, its writer and its reader. Nothing read here is
 unpickled as Python objects (docs/architecture.md, data safety).
 
-Where it lives: ``RunPaths(run_dir).model`` (graphstore.run_paths: ``<run-dir>/checkpoint/model.pt``)
+Where it lives: ``RunPaths(run_dir).model`` (graphstore.formats.run_paths: ``<run-dir>/checkpoint/model.pt``)
 unless ``inferencerConfig.inferencerArgs.checkpoint`` names another file; the functions here take
 the file's URI and know nothing else of the run folder.
 
@@ -39,10 +39,10 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config.default_args import DEFAULT_NUM_NEIGHBORS
-from graphstore.errors import UsageError
-from graphstore.run_paths import CHECKPOINT_MODEL
+from graphstore.runtime.errors import UsageError
+from graphstore.formats.run_paths import CHECKPOINT_MODEL
 from graphstore.training.model_config import ModelConfig
 
 FORMAT = "graphstore-checkpoint"

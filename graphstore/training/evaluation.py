@@ -24,8 +24,8 @@ import logging
 import torch
 import torch.distributed as dist
 
-from graphstore.ablp import ABLPInputNodes
-from graphstore.errors import RuntimeFailure
+from graphstore.dataset.ablp import ABLPInputNodes
+from graphstore.runtime.errors import RuntimeFailure
 from graphstore.training import metrics as M
 from graphstore.config.default_args import TrainerArgs
 from graphstore.training.baselines import (
@@ -121,7 +121,7 @@ class Evaluator:
         self._candidates.clear()
 
     def _loaders(self, sup: Supervision, split: str):
-        from graphstore import DistABLPLoader, DistNeighborLoader
+        from graphstore.dataset.loaders import DistABLPLoader, DistNeighborLoader
 
         job, args = self.job, self.args
         if sup.key not in self._candidates:

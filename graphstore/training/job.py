@@ -2,7 +2,7 @@
 
 One :class:`Supervision` per supervision edge type of the dataset (in task config order), each with
 its anchor and label node types and its inputs, fetched through the
-:class:`~graphstore.graph_dataset.GraphDataset` contract: the same calls whether the dataset is the
+:class:`~graphstore.dataset.graph_dataset.GraphDataset` contract: the same calls whether the dataset is the
 storage cluster (graph store) or this machine's partition (colocated). Batches and model inputs:
 graphstore.training.batches.
 """
@@ -14,11 +14,11 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
-from graphstore.ablp import ABLPInputNodes
+from graphstore.dataset.ablp import ABLPInputNodes
 from graphstore.config import EdgeType
-from graphstore.devices import move_batch
-from graphstore.errors import UsageError
-from graphstore.graph_dataset import GraphDataset
+from graphstore.runtime.devices import move_batch
+from graphstore.runtime.errors import UsageError
+from graphstore.dataset.graph_dataset import GraphDataset
 from graphstore.training.batches import view, without_pair_edges
 
 
@@ -88,7 +88,7 @@ class Job:
                  device: torch.device | str = "cpu") -> None:
         """``supervision_order``: supervision types in the task config's order (the first is
         the one reported at the top level of the metrics); others follow in manifest order.
-        ``device``: the model's device (graphstore.devices); every batch moves there before the
+        ``device``: the model's device (graphstore.runtime.devices); every batch moves there before the
         forward pass (:meth:`embed`), so loaders sample on the CPU. Inputs fetched from the
         dataset (id lists, pairs, counts) stay on the CPU."""
         self.ds = dataset
@@ -127,7 +127,7 @@ class Job:
 
     def pair_and_hard_embeddings(self, model, batch, sup: Supervision):
         """:meth:`pair_embeddings` plus, from the same forward pass, the batch's hard negatives
-        (``batch.y_hard_negative``, graphstore.loaders): ``(embeddings [M, d], anchor ids [M],
+        (``batch.y_hard_negative``, graphstore.dataset.loaders): ``(embeddings [M, d], anchor ids [M],
         node ids [M])``, or None when the loader drew none (``hard_negatives_per_anchor`` 0)."""
         batch = move_batch(batch, self.device)
         y = batch.y_positive

@@ -74,7 +74,7 @@ def hard_negative_mask(anchor_ids: torch.Tensor, pos_ids: torch.Tensor,
     """``[A, M]`` True where hard negative ``j`` (drawn by anchor ``hard_anchor_ids[j]``, node
     ``hard_ids[j]``) is NOT a negative of row ``i``: it belongs to another anchor, or it is a
     positive of row ``i``'s anchor in the batch (an accidental hit). So each pair's extra
-    negatives are exactly its own anchor's drawn hard negatives (graphstore.hard_negatives)."""
+    negatives are exactly its own anchor's drawn hard negatives (graphstore.dataset.hard_negatives)."""
     own = anchor_ids[:, None] == hard_anchor_ids[None, :]
     if not len(hard_ids):
         return ~own

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import HeteroConv, SAGEConv
 
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 
 from graphstore.training.model_config import EdgeTypeTuple, ModelConfig  # noqa: F401 (re-exported)
 

@@ -13,7 +13,7 @@ holds plus a 2-D projection of a sample of embeddings (graphstore.training.repor
    by a node attribute;
 3. the same as tables in Markdown.
 
-Files (graphstore.run_paths): ``report/<plot>.png`` (the Markdown links them), ``report.md``,
+Files (graphstore.formats.run_paths): ``report/<plot>.png`` (the Markdown links them), ``report.md``,
 then ``report.html`` last, self-contained (each PNG embedded as a ``data:`` URI), so a report.html
 that exists is complete. A rerun first removes the report.html of the earlier one, then replaces
 the plots and the Markdown. Plain data in, files out: no torch here.
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graphstore import uris
-from graphstore.run_paths import RunPaths
+from graphstore.io import uris
+from graphstore.formats.run_paths import RunPaths
 
 PLOTS = ("loss", "validation", "comparison", "wait_share", "timings", "embeddings")
 """Every plot a report may have, in page order (``report/<name>.png``)."""

@@ -3,7 +3,7 @@
 - :func:`project` - a 2-D PCA (torch, centred, SVD) of a sample of embeddings.
 - :func:`node_attribute` - a node attribute of those nodes, to colour them by: the planted
   ``community`` when the data folder holds the synthetic generator's
-  ``truth/communities_<node_type>.parquet`` (graphstore.datagen; raw ids mapped to dense ids
+  ``truth/communities_<node_type>.parquet`` (graphstore.tools.datagen; raw ids mapped to dense ids
   through the shard set's id map), else None (the trainer then colours by training positives).
 - :func:`earlier_stages` - the records of the pipeline stages that ran before training
   (``_stages/*.json``, when the run folder has them).
@@ -17,8 +17,8 @@ import tempfile
 import numpy as np
 import torch
 
-from graphstore import uris
-from graphstore.run_paths import RunPaths
+from graphstore.io import uris
+from graphstore.formats.run_paths import RunPaths
 from graphstore.training.report import Projection
 
 TRUTH_DIR = "truth"
@@ -50,8 +50,8 @@ def node_attribute(data_root: str | None, shards_uri: str, node_type: str,
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from graphstore.shards.format import id_map_path
-    from graphstore.shards.reader import current_version_uri
+    from graphstore.formats.shards.format import id_map_path
+    from graphstore.formats.shards.reader import current_version_uri
 
     if not data_root:
         return None

@@ -1,10 +1,10 @@
 """TensorBoard event files of a training run (``trainerArgs.tensorboard: true``).
 
 Compute rank 0 writes them with ``torch.utils.tensorboard.SummaryWriter`` (the ``tensorboard``
-package) into ``<run-dir>/tensorboard/`` (graphstore.run_paths), where a local ``tensorboard
+package) into ``<run-dir>/tensorboard/`` (graphstore.formats.run_paths), where a local ``tensorboard
 --logdir`` or Vertex AI TensorBoard reads them. On a ``gs://`` run folder the writer writes into
 a local temporary folder and :meth:`TensorBoardSink.sync` uploads each event file whole (one
-object upload, graphstore.uris.put_file, replacing the previous upload of the same file); the
+object upload, graphstore.io.uris.put_file, replacing the previous upload of the same file); the
 trainer syncs at every validation and at the end. A resumed run adds a new event file beside
 the earlier ones (TensorBoard joins them by step).
 
@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 
-from graphstore import uris
+from graphstore.io import uris
 
 
 class TensorBoardSink:

@@ -2,7 +2,7 @@
 seed-000 shaped.
 
 Per compute machine (``run_training``): the machine's parent of its mode
-(graphstore.compute_machine: graph store and colocated: temporary global group ->
+(graphstore.modes.machine: graph store and colocated: temporary global group ->
 ``agree_on_cluster`` -> destroy -> the dataset source, colocated: this machine's ``DistDataset``,
 built once -> spawn one worker per local process; replicated: the graph file, the Ray cluster ->
 one Ray Train ``TorchTrainer`` run over every machine's workers), each worker opening its dataset
@@ -15,7 +15,7 @@ Per worker (``_worker``), in this order:
      loader (label node type); at the first evaluation of a split, per type, the candidate set
      (once) and that split's ABLP loader, kept for later evaluations;
   2. steps (on the process's device: the CPU, or ``cuda:<local_rank>`` when the resource config
-     gives GPUs, graphstore.devices; batches are sampled on the CPU and moved there before the
+     gives GPUs, graphstore.runtime.devices; batches are sampled on the CPU and moved there before the
      forward): for every supervision type, the model on its ABLP batch (anchors, positives; the
      edges joining each pair left out of message passing) and on its negative batch; retrieval (or
      BPR) loss with accidental hits removed, summed over types; a type with hard negatives
@@ -49,17 +49,17 @@ import time
 import torch
 import torch.distributed as dist
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config import EdgeType
-from graphstore.compute_machine import compute_machine
-from graphstore.dataset_source import DatasetSource
-from graphstore.env import ClusterTopology
-from graphstore.errors import UsageError
-from graphstore.graph_store_info import GraphStoreInfo
-from graphstore.run_paths import (
+from graphstore.modes.machine import compute_machine
+from graphstore.modes.dataset_source import DatasetSource
+from graphstore.runtime.env import ClusterTopology
+from graphstore.runtime.errors import UsageError
+from graphstore.modes.graph_store.info import GraphStoreInfo
+from graphstore.formats.run_paths import (
     CHECKPOINT_METRICS, CHECKPOINT_MODEL, RunPaths, read_run_record,
 )
-from graphstore.stage import StageContext
+from graphstore.config.stage import StageContext
 from graphstore.config.default_args import TrainerArgs
 from graphstore.training.batches import EpochStream, seed_count
 from graphstore.training.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
@@ -99,10 +99,9 @@ def resume_checkpoint(ckpt_dir: str) -> Checkpoint | None:
 def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: str,
             data_root: str | None, source: DatasetSource, supervision_order: list[EdgeType],
             resume: Checkpoint | None) -> None:
-    from graphstore import (
-        DistABLPLoader, DistNeighborLoader, init_compute_process, shutdown_compute_process,
-    )
-    from graphstore.cli import setup_logging
+    from graphstore.dataset.loaders import DistABLPLoader, DistNeighborLoader
+    from graphstore.modes.graph_store.compute import init_compute_process, shutdown_compute_process
+    from graphstore.runtime.cli import setup_logging
 
     setup_logging(f"train{info.machine_index}.{local_rank}")
     t_start = time.perf_counter()

@@ -1,5 +1,5 @@
 """Fixtures that start the GCS and BigQuery emulators (tests/emulators.py) once per session and
-point the Google clients at them through the environment variables graphstore.env reads."""
+point the Google clients at them through the environment variables graphstore.runtime.env reads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graphstore.env import BIGQUERY_EMULATOR_HOST, STORAGE_EMULATOR_HOST
+from graphstore.runtime.env import BIGQUERY_EMULATOR_HOST, STORAGE_EMULATOR_HOST
 from tests.emulators import BQ_PROJECT, start_bigquery, start_gcs
 
 
@@ -58,7 +58,7 @@ def bigquery_emulator(gcs: Gcs, tmp_path_factory) -> BigQuery:
 @pytest.fixture
 def bucket(gcs: Gcs) -> str:
     """A new empty bucket; its name."""
-    from graphstore.gcp import storage_client
+    from graphstore.io.gcp import storage_client
 
     name = f"b-{uuid.uuid4().hex[:12]}"
     storage_client().create_bucket(name)

@@ -10,14 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config import load_config_pair
 from graphstore.config.errors import ConfigError
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.errors import InputDataError
-from graphstore.gcp import bigquery_client
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.errors import InputDataError
+from graphstore.io.gcp import bigquery_client
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.emulator]

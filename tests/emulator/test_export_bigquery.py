@@ -13,8 +13,8 @@ import uuid
 import numpy as np
 import pytest
 
-from graphstore import uris
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.io import uris
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run
 from graphstore.export.bigquery_warehouse import BigQueryWarehouse, staging_name
 from graphstore.export.rows import build_rows

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from graphstore import uris
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.env import STORAGE_EMULATOR_HOST
-from graphstore.shards.reader import ShardSet, current_version_uri
+from graphstore.io import uris
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.env import STORAGE_EMULATOR_HOST
+from graphstore.formats.shards.reader import ShardSet, current_version_uri
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.emulator, pytest.mark.timeout(300)]
@@ -82,7 +82,7 @@ class CountingProxy:
 STORAGE = """
 import json, sys
 from graphstore.config import load_task_config
-from graphstore.storage.server import load_partition
+from graphstore.modes.graph_store.server import load_partition
 task = load_task_config(sys.argv[1])
 _, state, fetched = load_partition(sys.argv[2], int(sys.argv[3]), 2,
                                    task.trainer.storage.storage_args)
@@ -91,7 +91,7 @@ print(json.dumps({"fetched": fetched,
 """
 EXPORT = """
 import json, sys
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 with ShardSet.open(sys.argv[1]) as s:
     rows = s.id_map(sys.argv[2]).num_rows
     print(json.dumps({"fetched": s.fetched(), "rows": rows}))
@@ -111,7 +111,7 @@ def shard_set(tmp_path_factory, gcs) -> tuple[str, Path]:
     """The tiny hetero graph partitioned (2 partitions) into a gs:// root; (root, task config)."""
     import yaml
 
-    from graphstore.gcp import storage_client
+    from graphstore.io.gcp import storage_client
 
     base = tmp_path_factory.mktemp("per-partition")
     data = base / "data"
@@ -164,7 +164,7 @@ def test_export_reads_only_the_id_map_of_its_node_type(shard_set, gcs):
 
 def test_a_tampered_object_of_the_partition_fails_its_checksum(shard_set, gcs, tmp_path):
     """The storage process verifies what it downloads: one flipped byte in part_1's edges."""
-    from graphstore.gcp import storage_client
+    from graphstore.io.gcp import storage_client
 
     root, tp = shard_set
     version = current_version_uri(root)

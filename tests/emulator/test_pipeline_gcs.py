@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphstore import uris
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.io import uris
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.export.bigquery_warehouse import BigQueryWarehouse
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 from tests.integration.test_pipeline_run import TRAINER_ARGS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from graphstore import uris
-from graphstore.table_rows import count_rows
+from graphstore.io import uris
+from graphstore.io.table_rows import count_rows
 from tests.integration.test_plan_processes import IMAGE, write_huge_tables
 from tests.unit.test_plan import IPOOL, POOL, VERTEX_RES, VERTEX_TASK
 

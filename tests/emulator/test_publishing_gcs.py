@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from graphstore import uris
-from graphstore.embeddings import read_success
-from graphstore.shards.publish import MARKER, POINTER
-from graphstore.shards.reader import current_version_uri
+from graphstore.io import uris
+from graphstore.formats.embeddings import read_success
+from graphstore.formats.shards.publish import MARKER, POINTER
+from graphstore.formats.shards.reader import current_version_uri
 from tests.kill_points import REPO, kill_at
 from tests.shard_sets import old_and_new_graphs, partition_argv, verified_files
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.replicated.graph_file import GraphFileError
-from graphstore.replicated.run_files import (
+from graphstore.modes.replicated.graph_file import GraphFileError
+from graphstore.modes.replicated.run_files import (
     local_copy_dir, local_graph_files, write_run_graph_files,
 )
 

@@ -1,11 +1,11 @@
 """trainerArgs.tensorboard with a gs:// run folder: event files written locally, uploaded
-through graphstore.uris, readable by tensorboard (GCS emulator, the real client)."""
+through graphstore.io.uris, readable by tensorboard (GCS emulator, the real client)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from graphstore import uris
+from graphstore.io import uris
 from graphstore.training.tensorboard import TensorBoardSink
 from tests.tensorboard_events import read_scalars
 

@@ -1,4 +1,4 @@
-"""graphstore.uris on gs:// against the GCS emulator (the real google-cloud-storage client)."""
+"""graphstore.io.uris on gs:// against the GCS emulator (the real google-cloud-storage client)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from graphstore import uris
-from graphstore.errors import InputDataError
+from graphstore.io import uris
+from graphstore.runtime.errors import InputDataError
 
 
 def _sha(path) -> str:

@@ -29,9 +29,9 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.ports import free_ports
-from graphstore.shards.reader import ShardSet
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.ports import free_ports
+from graphstore.formats.shards.reader import ShardSet
 from pipeline import topology
 from pipeline.launch import local_env, loopback_interface
 from pipeline.stages import config_paths, load_frozen
@@ -162,7 +162,7 @@ def test_image_holds_the_locked_stack_and_nothing_of_tests_compilers_or_this_hos
 
 def test_doctor_passes_in_the_image(image, tmp_path):
     work = tmp_path.resolve()
-    done = run_in_image(["sh", "-c", f"python -m graphstore.doctor --require-glt "
+    done = run_in_image(["sh", "-c", f"python -m graphstore.tools.doctor --require-glt "
                          f"--require-neighbor-backend > {work}/doctor.json"], volumes=[work],
                         timeout_s=600)
     assert done.returncode == 0, (work / "doctor.json").read_text()[-3000:] + done.stderr[-3000:]

@@ -42,7 +42,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from graphstore.env import ClusterTopology, split_address  # noqa: E402
+from graphstore.runtime.env import ClusterTopology, split_address  # noqa: E402
 
 LOCAL_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "OMP_NUM_THREADS", "PYTHONUNBUFFERED")
 _GRANDCHILD = """
@@ -171,7 +171,7 @@ def main() -> int:
         time.sleep(1.0)
         return int(value)
     elif kind == "traceback":  # a warning, then a child dies with a traceback in our log; we live on
-        print(f"12:00:00 {topo.role}0 WARNING graphstore.glt_adapter: a batch fetch has waited 30 s",
+        print(f"12:00:00 {topo.role}0 WARNING graphstore.dataset.glt_adapter: a batch fetch has waited 30 s",
               file=sys.stderr)
         print(f"12:00:00 {topo.role}0 WARNING other.library: not ours", file=sys.stderr)
         try:

@@ -25,9 +25,9 @@ from graphstore import (
     DistABLPLoader, DistDataset, DistNeighborLoader, GraphStoreInfo, RemoteDistDataset, get_graph_store_info,
     init_compute_process, shutdown_compute_process,
 )
-from graphstore.cli import setup_logging
-from graphstore.env import ClusterTopology
-from graphstore.stage import StageContext
+from graphstore.runtime.cli import setup_logging
+from graphstore.runtime.env import ClusterTopology
+from graphstore.config.stage import StageContext
 
 
 def _edges(batch, hetero: bool) -> dict:

@@ -41,8 +41,8 @@ print(json.dumps(problems))
 """
 
 
-TORCH_FREE = ("graphstore.config", "graphstore.run_paths", "graphstore.stage", "graphstore.export",
-              "graphstore.shards.reader", "graphstore.glt_adapter", "pipeline.__main__",
+TORCH_FREE = ("graphstore.config", "graphstore.formats.run_paths", "graphstore.config.stage", "graphstore.export",
+              "graphstore.formats.shards.reader", "graphstore.dataset.glt_adapter", "pipeline.__main__",
               "pipeline.stages", "pipeline.launch")
 """The modules docs/architecture.md says import no torch (besides all of pipeline/)."""
 

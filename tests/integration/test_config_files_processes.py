@@ -1,6 +1,6 @@
 """Config files that are broken or hostile: not UTF-8, too large, YAML alias bombs, recursive or deep
 values, huge values. Each gives one short problem line (exit 2 from the CLI), fast, never a
-traceback (graphstore.config._yaml, graphstore.config._raw, graphstore.errors.show): the tests that
+traceback (graphstore.config._yaml, graphstore.config._raw, graphstore.runtime.errors.show): the tests that
 start processes (a command line, a second interpreter, workers). The others are in
 tests/unit/test_config_files.py: unit tests start no process."""
 

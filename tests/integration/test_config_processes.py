@@ -19,7 +19,7 @@ from graphstore.config import (
     load_resource_config, load_task_config,
 )
 from graphstore.config import _fields as F
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from tests.unit.test_config import (  # noqa: F401 (fixtures among them)
     REPO,
     res_file,

@@ -1,4 +1,4 @@
-"""Unit tests for graphstore.datagen: schema, counts, ids, determinism, planted structure, CLI
+"""Unit tests for graphstore.tools.datagen: schema, counts, ids, determinism, planted structure, CLI
 contract: the tests that start processes (a command line, a second interpreter, workers). The
 others are in tests/unit/test_datagen.py: unit tests start no process."""
 
@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from graphstore import datagen
-from graphstore.datagen import SIZE_PRESETS, DatasetSpec, generate_dataset
-from graphstore.errors import UsageError
+from graphstore.tools import datagen
+from graphstore.tools.datagen import SIZE_PRESETS, DatasetSpec, generate_dataset
+from graphstore.runtime.errors import UsageError
 
 pytestmark = [pytest.mark.integration]
 
@@ -26,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "graphstore.datagen", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "graphstore.tools.datagen", *args], capture_output=True, text=True,
                           env=env, cwd=REPO_ROOT, timeout=60)
 
 

@@ -17,12 +17,12 @@ import pytest
 import torch
 import yaml
 from graphstore.config import EdgeType, load_config_pair
-from graphstore.dataset_metadata import DatasetMetadata, FeatureInfo, as_edge_type
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.dataset.metadata import DatasetMetadata, FeatureInfo, as_edge_type
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
-from graphstore.storage import protocol as P
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.dataset import protocol as P
 from tests.unit.test_dataset_contract import (  # noqa: F401 (fixtures among them)
     REPO,
 )
@@ -31,9 +31,9 @@ pytestmark = [pytest.mark.integration]
 
 
 def test_the_compute_side_does_not_import_the_storage_server():
-    code = ("import sys, graphstore.remote_dataset, graphstore.loaders, graphstore.compute, "
-            "graphstore.colocated, graphstore.training.trainer, graphstore.inference\n"
-            "print([m for m in sys.modules if m == 'graphstore.storage.server'])")
+    code = ("import sys, graphstore.modes.graph_store.remote_dataset, graphstore.dataset.loaders, graphstore.modes.graph_store.compute, "
+            "graphstore.modes.colocated.dataset, graphstore.training.trainer, graphstore.inference.inferencer\n"
+            "print([m for m in sys.modules if m == 'graphstore.modes.graph_store.server'])")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

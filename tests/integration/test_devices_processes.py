@@ -1,4 +1,4 @@
-"""The device decision of a compute process (graphstore.devices): both branches as pure decisions
+"""The device decision of a compute process (graphstore.runtime.devices): both branches as pure decisions
 (CUDA's answers passed in), the agreement over a real gloo group, and the CPU wiring of DDP and
 batches. The CUDA branch's torch calls run on a GPU machine: scripts/gpu_check.sh: the tests that
 start processes (a command line, a second interpreter, workers). The others are in
@@ -14,11 +14,11 @@ import pytest
 import torch
 import torch.distributed as dist
 from graphstore.config import load_resource_config
-from graphstore.devices import (
+from graphstore.runtime.devices import (
     ComputeDevice, DevicePlan, activate, agree, agree_across_ranks, choose_device, move_batch,
 )
-from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.ports import free_ports
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.runtime.ports import free_ports
 
 pytestmark = [pytest.mark.integration]
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 import pytest
-from graphstore.doctor import EXPECTED_2HOP, failed_requirements
+from graphstore.tools.doctor import EXPECTED_2HOP, failed_requirements
 from tests.unit.test_doctor import (  # noqa: F401 (fixtures among them)
     _doctor,
     report,

@@ -1,4 +1,4 @@
-"""Embeddings are published crash-atomically (graphstore.embeddings): a real writer process is
+"""Embeddings are published crash-atomically (graphstore.formats.embeddings): a real writer process is
 SIGKILLed before and after its ``_SUCCESS`` switch; export then reads the old or the new
 embeddings whole, never neither and never a mix. ``_SUCCESS`` is checked before it is trusted."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from graphstore.errors import RuntimeFailure
+from graphstore.runtime.errors import RuntimeFailure
 from graphstore.export.rows import build_rows
 from tests.embedding_runs import DIM, build_graph, make_run
 from tests.kill_points import REPO, kill_at

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run
 from graphstore.export.local_warehouse import LocalWarehouse
 from graphstore.export.names import check_run_id, table_name

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from pipeline.proctree import TERM_GRACE_S
 
@@ -215,7 +215,7 @@ def _check_ended(run: Run, fault: str, injected_at: float) -> str:
 def test_killed_compute_process_ends_the_run_and_is_named(run: Run) -> None:
     run.wait_for_training_steps()
     compute = run.machine(0)
-    # the workers are forked from the machine's worker server (graphstore.workers)
+    # the workers are forked from the machine's worker server (graphstore.runtime.workers)
     (server,) = [c for c in compute.children() if "forkserver" in " ".join(c.cmdline())]
     workers = sorted(server.children(), key=lambda c: (c.create_time(), c.pid))
     assert len(workers) == 2, [c.cmdline() for c in workers]
@@ -260,7 +260,7 @@ FETCH_RUNTIME = {**RUNTIME, "heartbeatTimeoutS": 120, "rpcTimeoutS": 15}
 @pytest.mark.timeout(300)
 def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, capsys) -> None:
     """GLT's receiving channel logged a failed fetch and waited forever (a medium run hung so in
-    its test evaluation); graphstore.glt_adapter.FailFastReceivingChannel raises it, and GltLoader
+    its test evaluation); graphstore.dataset.glt_adapter.FailFastReceivingChannel raises it, and GltLoader
     names the server when an epoch's start gets no answer. Storage 1's
     server session process is stopped: fetches time out at rpcTimeoutS (15 s), long before the
     heartbeat (120 s) would notice."""
@@ -296,7 +296,7 @@ def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, 
 def test_a_killed_sampling_worker_fails_the_fetch_naming_it(run: Run) -> None:
     """A sampling worker that dies never counts its epoch as done: GLT's fetch waited for it
     until the client's rpcTimeoutS (60 s here) with no word on the server. The storage session
-    now fails the fetch naming the worker (graphstore.glt_adapter._fetch_one_sampled_message)."""
+    now fails the fetch naming the worker (graphstore.dataset.glt_adapter._fetch_one_sampled_message)."""
     run.wait_for_training_steps()
     storage = run.machine(2)  # storage 1
     session = next(c for c in storage.children() if "spawn_main" in " ".join(c.cmdline()))

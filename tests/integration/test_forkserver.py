@@ -1,4 +1,4 @@
-"""GLT's sampling workers start from a preloaded forkserver (graphstore.processes): a second
+"""GLT's sampling workers start from a preloaded forkserver (graphstore.runtime.processes): a second
 interpreter that starts them (moved from ``tests/unit/test_processes.py``: unit tests start no
 process)."""
 
@@ -23,7 +23,7 @@ def child(q):
     q.put((os.getppid(), 'graphlearn_torch' in sys.modules))
 
 if __name__ == '__main__':
-    from graphstore.glt_adapter import prepare_sampling_server as p
+    from graphstore.dataset.glt_adapter import prepare_sampling_server as p
     p(1.0); p(1.0)
     from graphlearn_torch.distributed import dist_sampling_producer as d
     ctx = d.mp.get_context('spawn')

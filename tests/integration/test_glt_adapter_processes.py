@@ -1,4 +1,4 @@
-"""graphstore.glt_adapter: the GLT version check (both branches, with real installed-package metadata)
+"""graphstore.dataset.glt_adapter: the GLT version check (both branches, with real installed-package metadata)
 and that applying every workaround twice is harmless (real GLT, real RPC on loopback): the tests
 that start processes (a command line, a second interpreter, workers). The others are in
 tests/unit/test_glt_adapter.py: unit tests start no process."""
@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 import pytest
-from graphstore.doctor import failed_requirements
-from graphstore.glt_adapter import GLT_VERSION, check_glt_version, glt_version_problem
+from graphstore.tools.doctor import failed_requirements
+from graphstore.dataset.glt_adapter import GLT_VERSION, check_glt_version, glt_version_problem
 
 pytestmark = [pytest.mark.integration]
 
@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 _OTHER_VERSION = """
 import sys
-from graphstore import glt_adapter
-from graphstore.cli import run_cli
+from graphstore.dataset import glt_adapter
+from graphstore.runtime.cli import run_cli
 print(glt_adapter.installed_glt_version(), flush=True)
 try:
     glt_adapter.GltLoader
@@ -41,9 +41,9 @@ finally:
 _TWICE = """
 import datetime, pickle, torch, torch.distributed as dist
 from torch.distributed import rpc
-import graphstore.rendezvous
-from graphstore import glt_adapter as a
-from graphstore.ports import free_ports
+import graphstore.runtime.rendezvous
+from graphstore.dataset import glt_adapter as a
+from graphstore.runtime.ports import free_ports
 from graphlearn_torch.distributed import DistDataset, DistLoader, dist_sampling_producer as d
 import torch.multiprocessing as tmp
 
@@ -104,7 +104,7 @@ def test_another_installed_glt_version_is_one_clear_error(tmp_path):
     problem = glt_version_problem("0.3.0")
     assert run.stdout.splitlines() == ["0.3.0", f"GltLoader refused: {problem}", "5.0 module"]
     assert run.stderr.strip().splitlines() == [f"probe: error: {problem}"]
-    doctor = _python("import json; from graphstore.doctor import glt_adapter_report as r; "
+    doctor = _python("import json; from graphstore.tools.doctor import glt_adapter_report as r; "
                      "print(json.dumps(r()))", tmp_path)
     assert doctor.returncode == 0, doctor.stderr
     report = json.loads(doctor.stdout)
@@ -122,7 +122,7 @@ def test_applying_every_workaround_twice_is_harmless():
 
 
 def test_importing_the_adapter_imports_neither_torch_nor_glt():
-    run = _python("import sys, graphstore.glt_adapter as a; a.glt_version_problem(None); "
+    run = _python("import sys, graphstore.dataset.glt_adapter as a; a.glt_version_problem(None); "
                   "print([m for m in ('torch', 'graphlearn_torch') if m in sys.modules])")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"

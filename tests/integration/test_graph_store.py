@@ -27,11 +27,11 @@ import torch
 import yaml
 
 from graphstore.config import EdgeType, load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 
-from graphstore.splitter import DistNodeAnchorLinkSplitter
+from graphstore.dataset.splitter import DistNodeAnchorLinkSplitter
 from tests.shard_sets import ranks
 
 REPO = Path(__file__).resolve().parents[2]

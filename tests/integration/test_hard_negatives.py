@@ -18,9 +18,9 @@ import torch
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 from graphstore.training.checkpoint import read_checkpoint
 from tests.integration.test_training import REPO, TRAINER_ARGS, _train
 

@@ -20,11 +20,11 @@ import pytest
 import torch
 from graphstore.config import ConfigError, EdgeType, load_config_pair, load_task_config
 from graphstore.config.default_args import TrainerArgs
-from graphstore.dataset_metadata import DatasetMetadata
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.errors import UsageError
-from graphstore.hard_negatives import NEGATIVE, POSITIVE, AnchorNegatives, batch_rows
-from graphstore.shards.reader import ShardSet
+from graphstore.dataset.metadata import DatasetMetadata
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.errors import UsageError
+from graphstore.dataset.hard_negatives import NEGATIVE, POSITIVE, AnchorNegatives, batch_rows
+from graphstore.formats.shards.reader import ShardSet
 from graphstore.training.losses import (
     accidental_hit_mask, candidate_scores, hard_negative_mask, retrieval_loss,
 )

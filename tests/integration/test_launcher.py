@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from pipeline.launch import LaunchFailed, LaunchResult, launch_stage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,7 +178,7 @@ def test_exceptions_in_the_other_logs_are_named_after_the_first_failure(tmp_path
                           "them):\n", 1)[1]
     log = f"  {tmp_path}/run/logs/train/storage_0.log: "
     assert other.splitlines() == [
-        log + "12:00:00 storage0 WARNING graphstore.glt_adapter: a batch fetch has waited 30 s",
+        log + "12:00:00 storage0 WARNING graphstore.dataset.glt_adapter: a batch fetch has waited 30 s",
         log + "ValueError: worker of storage 0 died"]
     assert survivors(tmp_path / "run") == []
 

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from graphstore.errors import InputDataError
-from graphstore.shards.reader import ShardSet
+from graphstore.runtime.errors import InputDataError
+from graphstore.formats.shards.reader import ShardSet
 from tests.unit.test_partition import (
     ITEM_IDS,
     N_ITEMS,

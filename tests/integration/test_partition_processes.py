@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from graphstore.config import ConfigError, load_config_pair
-from graphstore.errors import InputDataError, UsageError
+from graphstore.runtime.errors import InputDataError, UsageError
 from graphstore.partition import PartitionTuning, edge_stream, partition_graph
-from graphstore.shards.format import MANIFEST
-from graphstore.shards.reader import ShardFormatError, ShardSet, current_version_uri
+from graphstore.formats.shards.format import MANIFEST
+from graphstore.formats.shards.reader import ShardFormatError, ShardSet, current_version_uri
 from tests.unit.test_partition import (  # noqa: F401 (fixtures among them)
     make_raw,
     task_dict,

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 import yaml
 
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.shards.reader import ShardSet
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.formats.shards.reader import ShardSet
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]

@@ -1,4 +1,4 @@
-"""Sizing before spending (issue 12 item 7): graphstore.sizing's counts, pipeline.plan's check, and
+"""Sizing before spending (issue 12 item 7): graphstore.planning.sizing's counts, pipeline.plan's check, and
 the `pipeline plan` / `pipeline submit` commands, on real partitioned shard sets and real Parquet
 tables (a "huge" table is real too: billions of null rows, which only its footer counts): the tests
 that start processes (a command line, a second interpreter, workers). The others are in
@@ -14,14 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
-from graphstore.sizing import (
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.planning.sizing import (
     GIB, MEASURED, MIB, PartitionLoad, TableCounts, disk_needed_bytes, loads_from_manifest,
     loads_from_tables, memory_needed_bytes,
 )
-from graphstore.table_rows import count_rows
+from graphstore.io.table_rows import count_rows
 from pipeline.plan import check
 from tests.unit.test_plan import (  # noqa: F401 (fixtures among them)
     POOL,

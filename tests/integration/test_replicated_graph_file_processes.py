@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import torch
 from graphstore.config import EdgeType
-from graphstore.errors import UsageError
-from graphstore.replicated import FeatureFile, GraphFile, GraphFileError, write_graph_file
-from graphstore.replicated.format import GraphHeader
-from graphstore.replicated.sections import SectionWriter
-from graphstore.shards.reader import ShardSet
-from graphstore.splitter import SPLIT_CODE
+from graphstore.runtime.errors import UsageError
+from graphstore.modes.replicated import FeatureFile, GraphFile, GraphFileError, write_graph_file
+from graphstore.modes.replicated.format import GraphHeader
+from graphstore.modes.replicated.sections import SectionWriter
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.dataset.splitter import SPLIT_CODE
 from tests.replicated_graphs import REPO, build, held_out_mask, raw_edges, raw_labels
 
 pytestmark = [pytest.mark.integration]
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration]
 
 _PROBE = textwrap.dedent("""
     import json, sys, torch
-    from graphstore.replicated import CsrSampler, GraphFile
+    from graphstore.modes.replicated import CsrSampler, GraphFile
     def status():
         out = {}
         for line in open("/proc/self/status"):
@@ -58,7 +58,7 @@ def _synthetic_file(path: Path, num_nodes: int, num_edges: int) -> None:
     w.put("indptr", np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=num_nodes))]).astype(np.int64))
     w.put("indices", rng.integers(0, num_nodes, num_edges).astype(np.int64))
     w.put("eids", np.arange(num_edges, dtype=np.int64))
-    from graphstore.replicated.format import CsrView, EdgeTypeEntry
+    from graphstore.modes.replicated.format import CsrView, EdgeTypeEntry
 
     view = CsrView(count=num_edges, indptr="indptr", indices="indices", eids="eids")
     w.close(GraphHeader(kind="graph", created_at="now", sample_edge_direction="in",

@@ -12,10 +12,10 @@ import pytest
 import torch
 import yaml
 from graphstore.config import ConfigError, EdgeType, load_config_pair, load_resource_config
-from graphstore.ports import PortHold
-from graphstore.replicated.dataset import GraphFileService, ReplicatedDataset
-from graphstore.sizing import PartitionLoad
-from graphstore.storage import protocol as P
+from graphstore.runtime.ports import PortHold
+from graphstore.modes.replicated.dataset import GraphFileService, ReplicatedDataset
+from graphstore.planning.sizing import PartitionLoad
+from graphstore.dataset import protocol as P
 from pipeline import vertex
 from pipeline.plan import check, replicated_graph_bytes
 from pipeline.vertex_checks import vertex_problems
@@ -31,9 +31,9 @@ pytestmark = [pytest.mark.integration]
 
 _SHUTDOWN_PROBE = """
 import datetime, tempfile, torch.distributed as dist
-from graphstore.compute import init_compute_process, shutdown_compute_process
+from graphstore.modes.graph_store.compute import init_compute_process, shutdown_compute_process
 from graphstore.config.schema import RuntimeConfig
-from graphstore.replicated.cluster import ReplicatedInfo
+from graphstore.modes.replicated.cluster import ReplicatedInfo
 # the group Ray Train's torch backend builds before it calls the worker function
 dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1,
                         timeout=datetime.timedelta(seconds=60))
@@ -68,7 +68,7 @@ def test_the_submitted_pipeline_carries_the_mode_to_every_task(tmp_path):
 
 def test_replicated_shutdown_leaves_ray_trains_group_to_ray_train():
     """Destroying the gloo group in the worker function, right after its last collective,
-    deadlocked a worker in CI (graphstore.compute.shutdown_compute_process): the group is Ray
+    deadlocked a worker in CI (graphstore.modes.graph_store.compute.shutdown_compute_process): the group is Ray
     Train's to destroy after the function returned."""
     import subprocess
     import sys

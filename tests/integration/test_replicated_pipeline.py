@@ -13,8 +13,8 @@ import duckdb
 import pytest
 import yaml
 
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.replicated.graph_file import GraphFile
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.modes.replicated.graph_file import GraphFile
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from graphstore.config import EdgeType
-from graphstore.errors import UsageError
-from graphstore.replicated import (
+from graphstore.runtime.errors import UsageError
+from graphstore.modes.replicated import (
     FeatureFile, GraphFile, collate_to_pyg, create_sampling_dataset,
 )
 from tests.replicated_graphs import build
@@ -142,11 +142,11 @@ def test_bad_arguments_are_one_line_usage_errors(ray_cluster, graphs):
 
 
 def test_several_rows_per_block_give_the_same_batches_without_copies(ray_cluster, graphs):
-    """Blocks of several rows (what the trainer's loaders read, graphstore.replicated.loading)
+    """Blocks of several rows (what the trainer's loaders read, graphstore.modes.replicated.loading)
     hold the same batches as one-row blocks, and one row still converts without a copy."""
     import ray.data
 
-    from graphstore.replicated import GraphSamplingDatasource
+    from graphstore.modes.replicated import GraphSamplingDatasource
 
     built = graphs["hetero"]
     g = GraphFile.open(built.graph)
@@ -181,9 +181,9 @@ def test_the_loaders_inline_sampling_gives_the_read_tasks_batches(ray_cluster, g
     ids, features, positives), in the same order, as one Ray Data read task with the same seed (every seed once per epoch, the epoch's
     shuffle and the sampler's draws alike), and graph-store loaders refuse 0 by name."""
     from graphstore import DistABLPLoader, DistNeighborLoader
-    from graphstore.graph_dataset import LoaderOptions
-    from graphstore.replicated.dataset import ReplicatedDataset
-    from graphstore.remote_dataset import RemoteDistDataset
+    from graphstore.dataset.graph_dataset import LoaderOptions
+    from graphstore.modes.replicated.dataset import ReplicatedDataset
+    from graphstore.modes.graph_store.remote_dataset import RemoteDistDataset
 
     built = graphs["hetero"]
     ds = ReplicatedDataset(built.graph, built.features, view="train")

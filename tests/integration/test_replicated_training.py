@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.errors import UsageError
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.errors import UsageError
 from graphstore.partition import partition_graph
-from graphstore.replicated.run_files import write_run_graph_files
+from graphstore.modes.replicated.run_files import write_run_graph_files
 from pipeline.launch import LaunchFailed, launch_stage
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The run folder layout (graphstore.run_paths.RunPaths), the run-id rule (run.json first, the folder
+"""The run folder layout (graphstore.formats.run_paths.RunPaths), the run-id rule (run.json first, the folder
 name only for a folder without one) and the one choice of a stage's config sections: the tests that
 start processes (a command line, a second interpreter, workers). The others are in
 tests/unit/test_run_paths.py: unit tests start no process."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 from graphstore.config import load_config_pair
-from graphstore.errors import UsageError
-from graphstore.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
-from graphstore.stage import stage_resources, stage_section
+from graphstore.runtime.errors import UsageError
+from graphstore.formats.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
+from graphstore.config.stage import stage_resources, stage_section
 from tests.unit.test_run_paths import (  # noqa: F401 (fixtures among them)
     REPO,
 )
@@ -25,6 +25,6 @@ pytestmark = [pytest.mark.integration]
 
 
 def test_run_paths_imports_no_torch():
-    code = ("import sys, graphstore.run_paths, graphstore.stage; "
+    code = ("import sys, graphstore.formats.run_paths, graphstore.config.stage; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=120).returncode == 0

@@ -1,5 +1,5 @@
 """Shard sets are published crash-atomically and never replace what is not ours
-(docs/architecture.md, "Publishing and data safety"; graphstore.shards.publish). Real
+(docs/architecture.md, "Publishing and data safety"; graphstore.formats.shards.publish). Real
 ``python -m components.partition`` processes, SIGKILLed at each named step of publishing;
 afterwards the old or the new set opens and verifies, never neither and never a mix, and the
 next run cleans up what the killed one left."""
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from graphstore.errors import UsageError
-from graphstore.shards.publish import MARKER, POINTER, ShardRoot
-from graphstore.shards.reader import ShardSet, current_version_uri
+from graphstore.runtime.errors import UsageError
+from graphstore.formats.shards.publish import MARKER, POINTER, ShardRoot
+from graphstore.formats.shards.reader import ShardSet, current_version_uri
 from tests.kill_points import REPO, kill_at
 from tests.shard_sets import old_and_new_graphs, partition_argv, verified_files
 

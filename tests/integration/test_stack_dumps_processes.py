@@ -1,5 +1,5 @@
 """A sampling worker forked from the preloaded forkserver writes its threads' stacks to its
-stderr when a stalled fetch asks (graphstore.stack_dumps), and keeps running."""
+stderr when a stalled fetch asks (graphstore.runtime.stack_dumps), and keeps running."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def parked_in_a_named_function(ready):
 
 if __name__ == "__main__":  # (the forkserver imports this file too: nothing above imports ours)
     import torch.multiprocessing
-    from graphstore import stack_dumps
-    from graphstore.processes import PreloadedMultiprocessing
+    from graphstore.runtime import stack_dumps
+    from graphstore.runtime.processes import PreloadedMultiprocessing
 
     mp = PreloadedMultiprocessing(torch.multiprocessing)
     assert mp.answers_stack_dumps

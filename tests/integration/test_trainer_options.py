@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 from tests.integration.test_training import REPO, TRAINER_ARGS
 
 pytestmark = [pytest.mark.integration]

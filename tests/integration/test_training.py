@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 from graphstore.training.candidates import fingerprint, sample_candidates
 from graphstore.training.checkpoint import read_checkpoint
 from tests.integration.test_report_browser import check_report_renders

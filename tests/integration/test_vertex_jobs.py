@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from graphstore.config import load_config_pair
-from graphstore.run_paths import RunPaths
+from graphstore.formats.run_paths import RunPaths
 from pipeline import stages, vertex
 from pipeline.custom_jobs import CustomJobFailed, Polling, run_custom_job
 from tests.fake_vertex import FakeJobService, State, client_for

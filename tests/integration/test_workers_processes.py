@@ -1,4 +1,4 @@
-"""A compute machine's workers (graphstore.workers): a worker's death is one line naming it: the tests
+"""A compute machine's workers (graphstore.runtime.workers): a worker's death is one line naming it: the tests
 that start processes (a command line, a second interpreter, workers). The others are in
 tests/unit/test_workers.py: unit tests start no process."""
 
@@ -10,8 +10,8 @@ import traceback
 import pytest
 import torch.multiprocessing as mp
 from graphstore.config.errors import ConfigError, Problem
-from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.workers import _contract_error, spawn_workers
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.runtime.workers import _contract_error, spawn_workers
 
 pytestmark = [pytest.mark.integration]
 

@@ -1,5 +1,5 @@
 """A stand-in inferencer for the crash-safety tests: writes one attempt of a node type's
-embeddings through graphstore.embeddings exactly as the inferencer's rank 0 publishes them (parts
+embeddings through graphstore.formats.embeddings exactly as the inferencer's rank 0 publishes them (parts
 in a new attempt folder, then ``_SUCCESS``), with values ``scale * [i, i+1, ...]`` for dense id i.
 
     python tests/integration/write_embeddings.py RUN_DIR NODE_TYPE COUNT DIM SCALE
@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-from graphstore import uris
-from graphstore.embeddings import (EmbeddingsMarker, embeddings_uri, new_attempt_name,
+from graphstore.io import uris
+from graphstore.formats.embeddings import (EmbeddingsMarker, embeddings_uri, new_attempt_name,
                                    publish_success, shard_name, write_part)
 
 

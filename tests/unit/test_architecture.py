@@ -113,11 +113,117 @@ def test_examples_use_only_the_public_api(path):
 
 def test_the_example_check_catches_private_imports(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from graphstore.training.batches import finish_epoch\nimport graphstore.stage\n"
+    bad.write_text("from graphstore.training.batches import finish_epoch\nimport graphstore.config.stage\n"
                    "from graphstore import RemoteDistDataset, _LAZY\nx = RemoteDistDataset._meta\n")
     problems = example_problems(bad, _public_api())
     assert any("graphstore.training.batches" in p for p in problems)
-    assert any("import graphstore.stage" in p for p in problems)
+    assert any("import graphstore.config.stage" in p for p in problems)
     assert any("_LAZY is not in graphstore.__all__" in p for p in problems)
     assert any("private name _meta" in p for p in problems)
     assert example_problems(EXAMPLES[0], _public_api()) == []
+
+
+LAYERS_HEADING = "## Layers and dependency rules"
+
+
+def layer_ranks(text: str) -> dict[str, int]:
+    """layer folder -> its rank, from the numbered list under LAYERS_HEADING (``N. `a`, `b`: ...``:
+    every layer named before the colon has rank N)."""
+    section = text.split(LAYERS_HEADING, 1)[1]
+    section = re.split(r"\n#{1,2} ", section, maxsplit=1)[0]
+    ranks: dict[str, int] = {}
+    for line in section.splitlines():
+        m = re.match(r"^(\d+)\. ((?:`\w+`(?:, )?)+):", line)
+        if m:
+            for name in re.findall(r"`(\w+)`", m.group(2)):
+                ranks[name] = int(m.group(1))
+    return ranks
+
+
+def graphstore_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every graphstore import in ``path``, function-level ones too; names
+    imported from the package root count as ``graphstore.<name>``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "graphstore":
+            if node.module == "graphstore":
+                found += [(node.lineno, f"graphstore.{a.name}") for a in node.names]
+            else:
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "graphstore"]
+    return found
+
+
+def layering_problems(root: Path, ranks: dict[str, int]) -> list[str]:
+    """Imports under ``root``/graphstore that break the layer rules: a layer importing one ranked
+    after it or a peer of its rank, a folder that is in no layer, or an import through the package
+    root (``from graphstore import X`` / ``import graphstore``) anywhere in graphstore/, pipeline/
+    or components/."""
+    problems = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            if rel == Path("graphstore/__init__.py"):
+                continue
+            parts = rel.parts
+            here = parts[1] if package == "graphstore" and len(parts) > 2 else None
+            if package == "graphstore" and here is None:
+                problems.append(f"{rel}: a module at the top of graphstore/ (put it in a layer)")
+                continue
+            if here is not None and here not in ranks:
+                problems.append(f"{rel}: graphstore/{here}/ is in no layer of docs/architecture.md")
+                continue
+            for line, module in graphstore_imports(path):
+                target = module.split(".")
+                if len(target) < 2 or target[1] not in ranks:
+                    problems.append(f"{rel}:{line}: imports {module} through the package root")
+                    continue
+                there = target[1]
+                if here is None or there == here:
+                    continue
+                if ranks[there] >= ranks[here]:
+                    problems.append(f"{rel}:{line}: layer {here} ({ranks[here]}) imports {module} "
+                                    f"(layer {there}, {ranks[there]})")
+    return problems
+
+
+def test_the_library_is_laid_out_by_layer_and_imports_only_downwards():
+    ranks = layer_ranks(ARCHITECTURE.read_text())
+    folders = sorted(p.name for p in (REPO / "graphstore").iterdir()
+                     if p.is_dir() and (p / "__init__.py").exists())
+    assert sorted(ranks) == folders, "docs/architecture.md's layers are not graphstore/'s folders"
+    entries = [p.name for p in (REPO / "graphstore").iterdir() if p.name != "__pycache__"]
+    assert len(entries) <= 13, f"graphstore/ has {len(entries)} entries: {sorted(entries)}"
+    problems = layering_problems(REPO, ranks)
+    assert not problems, "imports against the layers of docs/architecture.md:\n" + "\n".join(problems)
+
+
+def test_the_layer_check_catches_upward_peer_root_and_loose_imports(tmp_path):
+    def write(rel: str, text: str) -> None:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    for package in PACKAGES:
+        write(f"{package}/__init__.py", "")
+    write("graphstore/low/__init__.py", "")
+    write("graphstore/low/a.py", "def f():\n    from graphstore.high.b import g\n")  # upward
+    write("graphstore/high/b.py", "from graphstore.low.a import f\nfrom graphstore import RunPaths\n")
+    write("graphstore/peer/c.py", "import graphstore.side.d\n")
+    write("graphstore/side/d.py", "")
+    write("graphstore/loose.py", "")
+    write("graphstore/nolayer/e.py", "")
+    write("pipeline/p.py", "from graphstore import uris\nfrom graphstore.low.a import f\n")
+    problems = layering_problems(tmp_path, {"low": 1, "high": 2, "peer": 3, "side": 3})
+    text = "\n".join(problems)
+    assert "graphstore/low/a.py:2: layer low (1) imports graphstore.high.b (layer high, 2)" in text
+    assert "graphstore/high/b.py:2: imports graphstore.RunPaths through the package root" in text
+    assert "graphstore/peer/c.py:1: layer peer (3) imports graphstore.side.d (layer side, 3)" in text
+    assert "graphstore/loose.py: a module at the top of graphstore/" in text
+    assert "graphstore/nolayer/e.py: graphstore/nolayer/ is in no layer" in text
+    assert "pipeline/p.py:1: imports graphstore.uris through the package root" in text
+    assert len(problems) == 6, text
+    assert layer_ranks("x\n## Layers and dependency rules\n1. `a`: x\n2. `b`, `c`: y\n## Next\n3. `d`: z\n") \
+        == {"a": 1, "b": 2, "c": 2}

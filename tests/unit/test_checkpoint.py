@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphstore.errors import UsageError
-from graphstore.inference import load_checkpoint
+from graphstore.runtime.errors import UsageError
+from graphstore.inference.inferencer import load_checkpoint
 from graphstore.training.checkpoint import FORMAT, SCHEMA_VERSION, read_checkpoint, write_checkpoint
 from graphstore.training.model import LinkPredictionEncoder, ModelConfig
 from graphstore.training.trainer import resume_checkpoint

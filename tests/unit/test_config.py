@@ -23,7 +23,7 @@ from graphstore.config import (
     load_resource_config, load_task_config,
 )
 from graphstore.config import _fields as F
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 

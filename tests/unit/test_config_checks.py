@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from graphstore.config import ConfigError, load_task_config
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from graphstore.config import default_args as training_args
 
 from tests.unit.test_config import BASE_RES, fresh, only, task_file, write

@@ -1,6 +1,6 @@
 """Config files that are broken or hostile: not UTF-8, too large, YAML alias bombs, recursive or
 deep values, huge values. Each gives one short problem line (exit 2 from the CLI), fast, never a
-traceback (graphstore.config._yaml, graphstore.config._raw, graphstore.errors.show)."""
+traceback (graphstore.config._yaml, graphstore.config._raw, graphstore.runtime.errors.show)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.unit.test_config import BASE_RES, BASE_TASK, fresh, write
 MAX_CONFIG_BYTES = 1 << 20
 MAX_ALIAS_EXPANSION = 100_000
 MAX_DEPTH = 64
-VALUE_CHARS = 80  # graphstore.errors.show
+VALUE_CHARS = 80  # graphstore.runtime.errors.show
 LINE_CHARS = 400  # graphstore.config.errors
 
 
@@ -108,7 +108,7 @@ def test_an_int_too_long_to_convert_is_a_problem(tmp_path: Path) -> None:
 
 
 def test_limits_are_the_documented_ones() -> None:
-    from graphstore import errors
+    from graphstore.runtime import errors
     from graphstore.config import _yaml
     from graphstore.config import errors as config_errors
 
@@ -118,7 +118,7 @@ def test_limits_are_the_documented_ones() -> None:
 
 
 def test_show_cuts_every_kind_of_value() -> None:
-    from graphstore.errors import show
+    from graphstore.runtime.errors import show
 
     assert show("ab") == "'ab'"
     long = show("x" * 200_000)

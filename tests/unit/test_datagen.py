@@ -1,4 +1,4 @@
-"""Unit tests for graphstore.datagen: schema, counts, ids, determinism, planted structure, CLI contract."""
+"""Unit tests for graphstore.tools.datagen: schema, counts, ids, determinism, planted structure, CLI contract."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from graphstore import datagen
-from graphstore.datagen import SIZE_PRESETS, DatasetSpec, generate_dataset
-from graphstore.errors import UsageError
+from graphstore.tools import datagen
+from graphstore.tools.datagen import SIZE_PRESETS, DatasetSpec, generate_dataset
+from graphstore.runtime.errors import UsageError
 
 FEATS = [f"f_{j}" for j in range(16)]
 

@@ -17,12 +17,12 @@ import torch
 import yaml
 
 from graphstore.config import EdgeType, load_config_pair
-from graphstore.dataset_metadata import DatasetMetadata, FeatureInfo, as_edge_type
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.dataset.metadata import DatasetMetadata, FeatureInfo, as_edge_type
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
-from graphstore.storage import protocol as P
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.dataset import protocol as P
 
 REPO = Path(__file__).resolve().parents[2]
 BUYS = EdgeType(src_node_type="user", relation="buys", dst_node_type="item")
@@ -181,7 +181,7 @@ def test_call_needs_a_registered_service_and_a_protocol_request():
 def test_mode_independent_modules_do_not_branch_on_the_dataset_kind():
     """Trainer, evaluator, job, inferencer and loaders name no dataset class and no mode."""
     for rel in ("graphstore/training/trainer.py", "graphstore/training/evaluation.py",
-                "graphstore/training/job.py", "graphstore/inference.py", "graphstore/loaders.py"):
+                "graphstore/training/job.py", "graphstore/inference/inferencer.py", "graphstore/dataset/loaders.py"):
         tree = ast.parse((REPO / rel).read_text())
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from graphstore.doctor import EXPECTED_2HOP, failed_requirements
+from graphstore.tools.doctor import EXPECTED_2HOP, failed_requirements
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _doctor(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphstore.doctor", *flags], cwd=tmp_path,
+    return subprocess.run([sys.executable, "-m", "graphstore.tools.doctor", *flags], cwd=tmp_path,
                           capture_output=True, text=True, timeout=180,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 

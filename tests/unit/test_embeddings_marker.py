@@ -1,4 +1,4 @@
-"""The embeddings ``_SUCCESS`` marker (graphstore.embeddings.EmbeddingsMarker): what the inferencer
+"""The embeddings ``_SUCCESS`` marker (graphstore.formats.embeddings.EmbeddingsMarker): what the inferencer
 writes is what export reads back, and a marker that is not ours is refused with the fix."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from graphstore.embeddings import (SUCCESS, EmbeddingsMarker, embeddings_uri, publish_success,
+from graphstore.formats.embeddings import (SUCCESS, EmbeddingsMarker, embeddings_uri, publish_success,
                                    read_success)
-from graphstore.errors import RuntimeFailure
+from graphstore.runtime.errors import RuntimeFailure
 
 WHEN = datetime.datetime(2026, 12, 2, 17, 30, 5, tzinfo=datetime.timezone.utc)
 

@@ -1,5 +1,5 @@
 """Both sides of the runtime contract: the pool layout the launcher / Vertex builder writes
-(pipeline.topology) and the topology every process reads back (graphstore.env)."""
+(pipeline.topology) and the topology every process reads back (graphstore.runtime.env)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Callable
 import pytest
 
 from graphstore.config import load_config_pair
-from graphstore.env import ClusterTopology, is_loopback, split_address
-from graphstore.errors import UsageError
+from graphstore.runtime.env import ClusterTopology, is_loopback, split_address
+from graphstore.runtime.errors import UsageError
 from pipeline import topology
 from pipeline.launch import local_env, plan_stage
 
@@ -149,7 +149,7 @@ def test_plan_stage_refuses_vertex_resources(tmp_path: Path) -> None:
                    job_name="j", extra_env={})
 
 
-# --- graphstore.env ------------------------------------------------------------------------------
+# --- graphstore.runtime.env ------------------------------------------------------------------------------
 
 def good_env(c: int = 2, s: int = 2, pool: str = "workerpool2", index: int = 1) -> dict[str, str]:
     layout = topology.pool_layout(c, s)
@@ -269,7 +269,7 @@ def test_is_loopback() -> None:
 
 
 def test_emulator_hosts_are_read_from_the_given_environment_only():
-    from graphstore.env import emulator_hosts
+    from graphstore.runtime.env import emulator_hosts
 
     assert emulator_hosts({}) == {}
     assert emulator_hosts({"STORAGE_EMULATOR_HOST": " ", "BIGQUERY_EMULATOR_HOST": ""}) == {}

@@ -1,6 +1,6 @@
 """Export to the local warehouse: raw-id join, atomic replace, history, idempotency, faults, top-k.
 
-Embeddings are written here in the inferencer's documented format (graphstore.inference), with
+Embeddings are written here in the inferencer's documented format (graphstore.inference.inferencer), with
 values chosen by the test, so every expectation comes from the inputs.
 """
 
@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run
 from graphstore.export.local_warehouse import LocalWarehouse
 from graphstore.export.names import check_run_id, table_name
@@ -148,7 +148,7 @@ def test_the_join_never_holds_a_whole_id_map_in_this_process(graph, tmp_path, mo
     import pyarrow.parquet as pq
 
     from graphstore.export.rows import build_rows
-    from graphstore.shards.reader import ShardSet
+    from graphstore.formats.shards.reader import ShardSet
 
     real = pq.read_table
 

@@ -1,4 +1,4 @@
-"""graphstore.glt_adapter: the GLT version check (both branches, with real installed-package
+"""graphstore.dataset.glt_adapter: the GLT version check (both branches, with real installed-package
 metadata) and that applying every workaround twice is harmless (real GLT, real RPC on loopback)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from graphstore.doctor import failed_requirements
-from graphstore.glt_adapter import GLT_VERSION, check_glt_version, glt_version_problem
+from graphstore.tools.doctor import failed_requirements
+from graphstore.dataset.glt_adapter import GLT_VERSION, check_glt_version, glt_version_problem
 
 def test_the_pinned_version_passes_and_others_are_named():
     assert glt_version_problem(GLT_VERSION) is None
@@ -19,7 +19,7 @@ def test_the_pinned_version_passes_and_others_are_named():
     check_glt_version()  # the stack installed here is the pinned one
     other = glt_version_problem("0.2.5")
     assert other == ("graphlearn-torch 0.2.5 is installed, but graphstore's GLT workarounds "
-                     "(graphstore/glt_adapter.py) were written for 0.2.4: install "
+                     "(graphstore/dataset/glt_adapter.py) were written for 0.2.4: install "
                      "graphlearn-torch==0.2.4 (docs/stack.md; `make setup`)")
     assert glt_version_problem(None).startswith("graphlearn-torch is not installed, but ")
     assert glt_version_problem("0.2.40") and glt_version_problem("0.2") and glt_version_problem("")
@@ -40,7 +40,7 @@ def test_doctor_require_glt_fails_on_another_version():
 
 # each workaround applied twice, in one process with real GLT, torch RPC and a gloo group
 def test_other_names_are_not_built():
-    import graphstore.glt_adapter as adapter
+    import graphstore.dataset.glt_adapter as adapter
 
     with pytest.raises(AttributeError, match="no attribute 'DistLoader'"):
         adapter.DistLoader  # noqa: B018
@@ -79,7 +79,7 @@ def test_a_lazily_built_class_is_built_once_when_threads_ask_at_once(monkeypatch
     import threading
     import time
 
-    from graphstore import glt_adapter
+    from graphstore.dataset import glt_adapter
 
     def slow_build() -> type:
         time.sleep(0.2)
@@ -98,7 +98,7 @@ def test_a_lazily_built_class_is_built_once_when_threads_ask_at_once(monkeypatch
 
 
 def test_a_failed_rpc_is_one_line_naming_the_server_and_marks_it_failed(monkeypatch):
-    from graphstore import glt_adapter
+    from graphstore.dataset import glt_adapter
     monkeypatch.setattr(glt_adapter, "_failed_servers", set())
     # what torch RPC raises on the client when the server's function raised (its message: the
     # server's WorkerInfo, repr(exception), the server's traceback)

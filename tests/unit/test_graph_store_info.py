@@ -8,8 +8,8 @@ import time
 import pytest
 
 from graphstore.config import RuntimeConfig
-from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.graph_store_info import GraphStoreInfo, mark_ready, wait_ready
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.modes.graph_store.info import GraphStoreInfo, mark_ready, wait_ready
 
 
 def _info(tmp_path, **kw) -> GraphStoreInfo:

@@ -20,11 +20,11 @@ import torch
 
 from graphstore.config import ConfigError, EdgeType, load_config_pair, load_task_config
 from graphstore.config.default_args import TrainerArgs
-from graphstore.dataset_metadata import DatasetMetadata
-from graphstore.datagen import DatasetSpec, generate_dataset
-from graphstore.errors import UsageError
-from graphstore.hard_negatives import NEGATIVE, POSITIVE, AnchorNegatives, batch_rows
-from graphstore.shards.reader import ShardSet
+from graphstore.dataset.metadata import DatasetMetadata
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
+from graphstore.runtime.errors import UsageError
+from graphstore.dataset.hard_negatives import NEGATIVE, POSITIVE, AnchorNegatives, batch_rows
+from graphstore.formats.shards.reader import ShardSet
 from graphstore.training.losses import (
     accidental_hit_mask, candidate_scores, hard_negative_mask, retrieval_loss,
 )
@@ -137,9 +137,9 @@ def test_negatives_are_labels_only_placed_by_source_and_no_edge_type_of_the_grap
                                       "graphstore.DistEdgeLinkSplitter"])
 def test_storage_splits_negatives_with_their_anchors_and_serves_them(shards, splitter):
     from graphstore.config import StorageArgs
-    from graphstore.splitter import SPLIT_CODE, DistEdgeLinkSplitter
-    from graphstore.storage import queries
-    from graphstore.storage.dataset import build_storage_dataset
+    from graphstore.dataset.splitter import SPLIT_CODE, DistEdgeLinkSplitter
+    from graphstore.dataset import queries
+    from graphstore.dataset.partition_graph import build_storage_dataset
 
     shards, pairs, _ = shards
     args = StorageArgs.model_validate({"sample_edge_direction": "in", "splitter_cls_path": splitter,
@@ -172,8 +172,8 @@ def test_storage_splits_negatives_with_their_anchors_and_serves_them(shards, spl
 
 
 def test_the_raw_table_estimate_counts_them_as_labels_like_the_manifest(shards, tmp_path):
-    from graphstore.sizing import TableCounts, loads_from_manifest, loads_from_tables
-    from graphstore.table_rows import count_rows
+    from graphstore.planning.sizing import TableCounts, loads_from_manifest, loads_from_tables
+    from graphstore.io.table_rows import count_rows
 
     shards, pairs, _ = shards
     cfg = load_task_config(str(tmp_path / "task.yaml"))  # what the fixture partitioned with
@@ -219,7 +219,7 @@ def test_batch_rows_are_the_pairs_then_the_drawn_negatives():
 
 
 def test_the_loader_input_batches_by_pairs_and_draws_anew_in_each_process():
-    from graphstore.glt_adapter import HardNegativeEdgeInput, LabeledEdgeInput
+    from graphstore.dataset.glt_adapter import HardNegativeEdgeInput, LabeledEdgeInput
 
     x = HardNegativeEdgeInput(torch.tensor([1, 5, 9, 1]), torch.tensor([2, 3, 4, 6]),
                               ("user", "buys", "item"), NEGS, 2, seed=7)

@@ -19,7 +19,7 @@ from typing import Iterator
 import duckdb
 import pytest
 
-from graphstore.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run, local_warehouse
 from graphstore.export.local_warehouse import LocalWarehouse
 from tests.embedding_runs import REPO, build_graph, make_run

@@ -144,7 +144,7 @@ def test_epoch_stream_caps_epochs_and_reads_the_rest_before_the_next():
 
 
 def test_epoch_stream_without_cap_runs_each_epoch_out_and_rejects_empty_loaders():
-    from graphstore.errors import RuntimeFailure
+    from graphstore.runtime.errors import RuntimeFailure
     from graphstore.training.batches import EpochStream
 
     loader = _FakeLoader([3])

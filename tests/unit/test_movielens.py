@@ -7,8 +7,8 @@ import zipfile
 import pyarrow.parquet as pq
 import pytest
 
-from graphstore import movielens
-from graphstore.errors import InputDataError
+from graphstore.tools import movielens
+from graphstore.runtime.errors import InputDataError
 
 
 def _wheel(path):

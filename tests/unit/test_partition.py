@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from graphstore.config import ConfigError, load_config_pair
-from graphstore.errors import InputDataError, UsageError
+from graphstore.runtime.errors import InputDataError, UsageError
 from graphstore.partition import PartitionTuning, edge_stream, partition_graph
-from graphstore.shards.format import MANIFEST
-from graphstore.shards.reader import ShardFormatError, ShardSet, current_version_uri
+from graphstore.formats.shards.format import MANIFEST
+from graphstore.formats.shards.reader import ShardFormatError, ShardSet, current_version_uri
 
 RNG = np.random.default_rng(7)
 N_USERS, N_ITEMS = 40, 30

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from pipeline.stages import (
     STAGES, freeze, read_records, recorded, resolve_placeholders, stage_range,
 )

@@ -1,4 +1,4 @@
-"""Sizing before spending (issue 12 item 7): graphstore.sizing's counts, pipeline.plan's check,
+"""Sizing before spending (issue 12 item 7): graphstore.planning.sizing's counts, pipeline.plan's check,
 and the `pipeline plan` / `pipeline submit` commands, on real partitioned shard sets and real
 Parquet tables (a "huge" table is real too: billions of null rows, which only its footer counts)."""
 
@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.datagen import DatasetSpec, generate_dataset
+from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
-from graphstore.sizing import (
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.planning.sizing import (
     GIB, MEASURED, MIB, PartitionLoad, TableCounts, disk_needed_bytes, loads_from_manifest,
     loads_from_tables, memory_needed_bytes,
 )
-from graphstore.table_rows import count_rows
+from graphstore.io.table_rows import count_rows
 from pipeline.plan import check
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,8 +118,8 @@ def test_a_shard_set_with_another_partition_count_is_a_problem(tiny):
 
 
 def test_a_graph_given_by_counts_alone_is_split_evenly_and_priced():
-    from graphstore import machine_types
-    from graphstore.sizing import GraphCounts, loads_from_counts
+    from graphstore.config import machine_types
+    from graphstore.planning.sizing import GraphCounts, loads_from_counts
     from pipeline.plan import check_counts
 
     counts = GraphCounts(nodes=5 * 10**9, edges=10**11, feature_dim=128, labels=10**10)
@@ -150,8 +150,8 @@ def test_a_sampling_channel_holds_one_batch_message_of_the_loader(tiny):
     silently): the channel is sized from the batch, at least 64 MiB."""
     from graphlearn_torch.sampler import SamplingConfig, SamplingType
 
-    from graphstore.dataset_metadata import DatasetMetadata
-    from graphstore.remote_dataset import MIN_CHANNEL_MIB, batch_message_bytes, channel_mib
+    from graphstore.dataset.metadata import DatasetMetadata
+    from graphstore.modes.graph_store.remote_dataset import MIN_CHANNEL_MIB, batch_message_bytes, channel_mib
 
     meta = DatasetMetadata.from_manifest(ShardSet.open(tiny["shards"]).manifest, has_splits=False)
     small = batch_message_bytes(meta, [10, 5], 512, link=False)

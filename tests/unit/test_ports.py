@@ -2,8 +2,8 @@ import socket
 
 import pytest
 
-from graphstore import ports
-from graphstore.errors import RuntimeFailure
+from graphstore.runtime import ports
+from graphstore.runtime.errors import RuntimeFailure
 
 
 def test_ports_are_distinct_bindable_and_below_the_ephemeral_range():

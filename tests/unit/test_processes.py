@@ -1,5 +1,5 @@
-"""GLT's sampling workers start from a preloaded forkserver (graphstore.processes, installed by
-graphstore.glt_adapter.prepare_sampling_server)."""
+"""GLT's sampling workers start from a preloaded forkserver (graphstore.runtime.processes, installed by
+graphstore.dataset.glt_adapter.prepare_sampling_server)."""
 
 from __future__ import annotations
 

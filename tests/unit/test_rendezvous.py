@@ -1,4 +1,4 @@
-"""graphstore.rendezvous: a rendezvous store whose address is loopback listens on loopback only.
+"""graphstore.runtime.rendezvous: a rendezvous store whose address is loopback listens on loopback only.
 
 Real stores on real sockets of this process; what listens is read back with psutil (from
 /proc/net/tcp{,6}). torch 2.3 alone binds every interface (``::``) for these same URLs.
@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import graphstore.rendezvous  # noqa: F401  (installs the loopback binding)
-from graphstore.ports import free_ports
+import graphstore.runtime.rendezvous  # noqa: F401  (installs the loopback binding)
+from graphstore.runtime.ports import free_ports
 
 
 def _listening(port: int) -> list[str]:

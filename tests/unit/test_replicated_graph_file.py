@@ -16,19 +16,19 @@ import pytest
 import torch
 
 from graphstore.config import EdgeType
-from graphstore.errors import UsageError
-from graphstore.replicated import FeatureFile, GraphFile, GraphFileError, write_graph_file
-from graphstore.replicated.format import GraphHeader
-from graphstore.replicated.sections import SectionWriter
-from graphstore.shards.reader import ShardSet
-from graphstore.splitter import SPLIT_CODE
+from graphstore.runtime.errors import UsageError
+from graphstore.modes.replicated import FeatureFile, GraphFile, GraphFileError, write_graph_file
+from graphstore.modes.replicated.format import GraphHeader
+from graphstore.modes.replicated.sections import SectionWriter
+from graphstore.formats.shards.reader import ShardSet
+from graphstore.dataset.splitter import SPLIT_CODE
 from tests.shard_sets import ranks
 from tests.replicated_graphs import REPO, build, held_out_mask, raw_edges, raw_labels
 
 CASES = {
     "hetero-in-node-split": dict(kind="hetero", direction="in"),
     "homo-out-edge-split": dict(kind="homo", direction="out",
-                                splitter="graphstore.splitter.DistEdgeLinkSplitter"),
+                                splitter="graphstore.dataset.splitter.DistEdgeLinkSplitter"),
     "hetero-out-no-split": dict(kind="hetero", direction="out", splitter=None),
 }
 
@@ -74,7 +74,7 @@ def test_graph_file_holds_the_shards_edges_in_the_sampling_direction(tmp_path, c
 def test_labels_and_split_anchors_are_storages(tmp_path):
     built = build(tmp_path, kind="hetero")
     g = GraphFile.open(built.graph)
-    from graphstore.storage.dataset import load_splitter
+    from graphstore.dataset.partition_graph import load_splitter
 
     splitter = load_splitter(built.storage_args)
     for name, (a, lab) in raw_labels(built.shards).items():
@@ -96,7 +96,7 @@ def test_labels_and_split_anchors_are_storages(tmp_path):
 
 def test_train_view_keeps_exactly_what_graph_store_storage_keeps(tmp_path):
     """Storage's own loading (GLT dataset, splits) against the file's train view and anchors."""
-    from graphstore.storage.dataset import build_storage_dataset
+    from graphstore.dataset.partition_graph import build_storage_dataset
 
     built = build(tmp_path, kind="hetero")
     g = GraphFile.open(built.graph)

@@ -13,10 +13,10 @@ import torch
 import yaml
 
 from graphstore.config import ConfigError, EdgeType, load_config_pair, load_resource_config
-from graphstore.ports import PortHold
-from graphstore.replicated.dataset import GraphFileService, ReplicatedDataset
-from graphstore.sizing import PartitionLoad
-from graphstore.storage import protocol as P
+from graphstore.runtime.ports import PortHold
+from graphstore.modes.replicated.dataset import GraphFileService, ReplicatedDataset
+from graphstore.planning.sizing import PartitionLoad
+from graphstore.dataset import protocol as P
 from pipeline import vertex
 from pipeline.plan import check, replicated_graph_bytes
 from pipeline.vertex_checks import vertex_problems
@@ -137,9 +137,9 @@ def built(tmp_path_factory):
 
 
 def _storage_services(built):
-    from graphstore.shards.reader import ShardSet
-    from graphstore.storage.dataset import build_storage_dataset
-    from graphstore.storage.service import StorageService
+    from graphstore.formats.shards.reader import ShardSet
+    from graphstore.dataset.partition_graph import build_storage_dataset
+    from graphstore.dataset.service import StorageService
 
     out = []
     with ShardSet.open(built.shards) as shards:
@@ -196,7 +196,7 @@ def test_replicated_dataset_pickles_as_paths_and_refuses_a_missing_view(built, t
     assert len(pickle.dumps(ds)) < 20_000 and again.graph.path == built.graph
     assert again.input_partitions == (0,) and again.metadata == ds.metadata
     no_split = build(tmp_path, kind="hetero", splitter=None)
-    from graphstore.errors import UsageError
+    from graphstore.runtime.errors import UsageError
 
     with pytest.raises(UsageError, match="no 'train' view"):
         ReplicatedDataset(no_split.graph, view="train")

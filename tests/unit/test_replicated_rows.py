@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from graphstore.replicated import GraphFile, collate_to_pyg
-from graphstore.replicated.datasource import _plan, _read
+from graphstore.modes.replicated import GraphFile, collate_to_pyg
+from graphstore.modes.replicated.datasource import _plan, _read
 from tests.replicated_graphs import build
 
 
@@ -44,7 +44,7 @@ def g_sup(built):
 def test_train_view_without_supervision_edges_samples_none_of_them(tmp_path):
     built = build(tmp_path, kind="hetero", splitter="graphstore.DistNodeAnchorLinkSplitter")
     # rewrite with should_convert_labels_to_edges false: every supervision edge leaves the view
-    from graphstore.replicated import write_graph_file
+    from graphstore.modes.replicated import write_graph_file
 
     args = built.storage_args.model_copy(update={"splitter_kwargs": {
         **dict(built.storage_args.splitter_kwargs), "should_convert_labels_to_edges": False}})

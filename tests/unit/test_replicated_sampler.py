@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from graphstore.config import EdgeType
-from graphstore.errors import UsageError
-from graphstore.replicated import CsrSampler, GraphFile
+from graphstore.runtime.errors import UsageError
+from graphstore.modes.replicated import CsrSampler, GraphFile
 from tests.replicated_graphs import build, held_out_mask, raw_edges
 
 CASES = {
     "hetero-in": dict(kind="hetero", direction="in"),
     "homo-out": dict(kind="homo", direction="out",
-                     splitter="graphstore.splitter.DistEdgeLinkSplitter"),
+                     splitter="graphstore.dataset.splitter.DistEdgeLinkSplitter"),
     "hetero-out": dict(kind="hetero", direction="out"),
 }
 
@@ -128,7 +128,7 @@ def test_each_node_draws_a_uniform_subset_of_its_neighbours():
     give no edge and both edges."""
     from itertools import combinations
 
-    from graphstore.replicated.sampler import pick_neighbours
+    from graphstore.modes.replicated.sampler import pick_neighbours
 
     indptr = torch.tensor([0, 8, 8, 10])  # node 0: edges 0..7, node 1: none, node 2: 8, 9
     torch.manual_seed(0)

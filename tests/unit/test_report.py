@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from graphstore.run_paths import RunPaths
+from graphstore.formats.run_paths import RunPaths
 from graphstore.training.report import PLOTS, render, write_report
 from graphstore.training.report_inputs import (
     build_projection, earlier_stages, node_attribute, project,
@@ -77,9 +77,9 @@ def test_projection_finds_the_planted_axis():
 
 def test_the_community_attribute_comes_from_the_generators_truth_file(tmp_path: Path):
     from graphstore.config import load_config_pair
-    from graphstore.datagen import DatasetSpec, generate_dataset
+    from graphstore.tools.datagen import DatasetSpec, generate_dataset
     from graphstore.partition import partition_graph
-    from graphstore.shards.reader import ShardSet
+    from graphstore.formats.shards.reader import ShardSet
 
     data = tmp_path / "data"
     generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=3), str(data))

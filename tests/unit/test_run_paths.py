@@ -1,4 +1,4 @@
-"""The run folder layout (graphstore.run_paths.RunPaths), the run-id rule (run.json first, the
+"""The run folder layout (graphstore.formats.run_paths.RunPaths), the run-id rule (run.json first, the
 folder name only for a folder without one) and the one choice of a stage's config sections."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from graphstore.config import load_config_pair
-from graphstore.errors import UsageError
-from graphstore.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
-from graphstore.stage import stage_resources, stage_section
+from graphstore.runtime.errors import UsageError
+from graphstore.formats.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
+from graphstore.config.stage import stage_resources, stage_section
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,7 +162,7 @@ def test_one_function_chooses_a_stages_config_sections():
 
 LAYOUT_NAMES = ("model.pt", "metrics.json", "run.json", "rows.parquet", "_stages", "_graphstore",
                 "report.html", "report.md")
-"""File and folder names of the run folder that only graphstore/run_paths.py may spell."""
+"""File and folder names of the run folder that only graphstore/formats/run_paths.py may spell."""
 
 
 def _string_literals(path: Path) -> list[tuple[int, str]]:
@@ -179,13 +179,13 @@ def test_run_folder_names_are_spelled_only_in_run_paths():
     found = []
     for folder in ("graphstore", "pipeline", "components"):
         for path in sorted((REPO / folder).rglob("*.py")):
-            if path == REPO / "graphstore" / "run_paths.py":
+            if path == REPO / "graphstore" / "formats" / "run_paths.py":
                 continue
             for line, value in _string_literals(path):
                 if value in LAYOUT_NAMES or any(value.startswith(n + "/") or value.endswith("/" + n)
                                                 for n in LAYOUT_NAMES):
                     found.append(f"{path.relative_to(REPO)}:{line}: {value!r}")
-    assert not found, "use graphstore.run_paths.RunPaths instead of spelling these:\n" + "\n".join(found)
+    assert not found, "use graphstore.formats.run_paths.RunPaths instead of spelling these:\n" + "\n".join(found)
 
 
 def test_the_frozen_configs_of_a_run_are_where_run_paths_says(tmp_path):

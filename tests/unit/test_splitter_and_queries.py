@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from graphstore.config import EdgeType
-from graphstore.dataset_metadata import DatasetMetadata
-from graphstore.errors import UsageError
-from graphstore.shards.format import EdgeTypeInfo, Manifest, NodeTypeInfo
-from graphstore.splitter import (DistEdgeLinkSplitter, DistNodeAnchorLinkSplitter, SplitRules,
+from graphstore.dataset.metadata import DatasetMetadata
+from graphstore.runtime.errors import UsageError
+from graphstore.formats.shards.format import EdgeTypeInfo, Manifest, NodeTypeInfo
+from graphstore.dataset.splitter import (DistEdgeLinkSplitter, DistNodeAnchorLinkSplitter, SplitRules,
                                  splitmix64)
-from graphstore.storage import queries
-from graphstore.storage.dataset import StorageState, Supervision
+from graphstore.dataset import queries
+from graphstore.dataset.partition_graph import StorageState, Supervision
 
 
 def test_split_is_deterministic_disjoint_and_honours_fractions():
@@ -220,8 +220,8 @@ def test_splits_do_not_depend_on_the_partition_count(tmp_path, splitter):
     """The same raw graph in 2 and in 3 partitions: every anchor (node split) or label (edge
     split) lands in the same split, read back as raw ids. Dense ids differ between the two."""
     from graphstore.config import StorageArgs
-    from graphstore.shards.reader import ShardSet
-    from graphstore.storage.dataset import build_storage_dataset
+    from graphstore.formats.shards.reader import ShardSet
+    from graphstore.dataset.partition_graph import build_storage_dataset
     from tests.unit.test_partition import make_raw, run_partition, task_dict
 
     make_raw(tmp_path / "raw")

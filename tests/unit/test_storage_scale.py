@@ -22,7 +22,7 @@ import yaml
 
 from graphstore.config import load_config_pair
 from graphstore.partition import partition_graph
-from graphstore.shards.reader import ShardSet
+from graphstore.formats.shards.reader import ShardSet
 
 PER_PARTITION, DEGREE, DIM = 50_000, 4, 8
 
@@ -81,7 +81,7 @@ def _shared_resident_bytes() -> int:
 
 def _held(shards: ShardSet) -> tuple[int, object, object]:
     from graphstore.config import StorageArgs
-    from graphstore.storage.dataset import build_storage_dataset
+    from graphstore.dataset.partition_graph import build_storage_dataset
 
     gc.collect()
     before = _shared_resident_bytes()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from graphstore.config.default_args import TrainerArgs
-from graphstore.errors import UsageError
+from graphstore.runtime.errors import UsageError
 from graphstore.training.losses import (
     accidental_hit_mask, candidate_scores, logq_offsets, retrieval_loss,
 )

@@ -1,11 +1,11 @@
-"""Local-path side of graphstore.uris (the gs:// side needs the GCS emulator: issue 5)."""
+"""Local-path side of graphstore.io.uris (the gs:// side needs the GCS emulator: issue 5)."""
 
 from __future__ import annotations
 
 import pytest
 
-from graphstore import uris
-from graphstore.errors import InputDataError
+from graphstore.io import uris
+from graphstore.runtime.errors import InputDataError
 
 
 def test_read_text_put_file_and_list_names(tmp_path):

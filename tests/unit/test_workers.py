@@ -1,4 +1,4 @@
-"""A compute machine's workers (graphstore.workers): a worker's death is one line naming it."""
+"""A compute machine's workers (graphstore.runtime.workers): a worker's death is one line naming it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch.multiprocessing as mp
 
 from graphstore.config.errors import ConfigError, Problem
-from graphstore.errors import RuntimeFailure, UsageError
-from graphstore.workers import _contract_error, spawn_workers
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.runtime.workers import _contract_error, spawn_workers
 
 
 def _trace(exc: BaseException) -> str:
@@ -28,7 +28,7 @@ def test_errors_of_the_contract_are_found_at_the_end_of_a_traceback() -> None:
                 Problem(file="task.yaml", path="a.c", value=None, message="bad")]
     cls, message = _contract_error(_trace(ConfigError(problems)))  # a subclass, two lines
     assert cls is UsageError and message == str(ConfigError(problems))
-    assert _contract_error(_trace(ValueError("graphstore.errors.UsageError: no"))) is None
+    assert _contract_error(_trace(ValueError("graphstore.runtime.errors.UsageError: no"))) is None
     assert _contract_error("") is None
     try:  # ours handled, then a bug ended the worker: the bug's traceback stays
         try:

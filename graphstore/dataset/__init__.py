@@ -1,0 +1,1 @@
+"""The dataset contract every mode serves: its metadata, the splitter, ABLP inputs, the partition held in memory, the wire protocol and the queries that answer it, GLT's loaders and every workaround for GLT."""

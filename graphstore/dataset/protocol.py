@@ -1,0 +1,237 @@
+"""The compute <-> storage protocol: every request and reply as a typed, frozen value.
+
+Both sides import this module and nothing of each other: compute processes
+(graphstore.modes.graph_store.remote_dataset) send requests; storage session processes (graphstore.modes.graph_store.server)
+answer them with a :class:`Service` (graphstore.dataset.service) registered here; a colocated
+``DistDataset`` hands the same requests to the same service in-process.
+
+Transport (graph store): GLT's ``request_server(storage_rank, call, request)`` runs :func:`call`
+in the storage session process, which passes the request to the registered service and returns
+its reply. GLT needs a module-level function as the RPC target, hence the one registered service
+per session process (:func:`register_service`), the pattern GLT uses for its own server object.
+
+Every request checks its arguments when it is built (a bad request fails on the compute side,
+before any RPC); every reply checks its shape when it is built and :func:`check_reply` checks that
+a reply is the one its request expects. Edge types travel as ``EdgeType`` values, never strings.
+Torch RPC unpickles what it receives: the groups below are for the job's private network only,
+and listen on loopback in local mode (docs/architecture.md, Runtime contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, Union
+
+import torch
+
+from graphstore.dataset.ablp import ABLPInputNodes
+from graphstore.config import EdgeType
+from graphstore.dataset.metadata import DatasetMetadata
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.dataset.splitter import SPLITS, Split
+
+SERVER_GROUP = "gs_server"
+"""GLT RPC group name of the storage session processes (``<group>_<storage rank>``)."""
+CLIENT_GROUP = "gs_client"
+"""GLT RPC group name of the compute processes (``<group>_<compute rank>``)."""
+MAX_PORTS = 256
+
+
+def _check_share(who: str, rank: int, world_size: int) -> None:
+    if not (isinstance(world_size, int) and isinstance(rank, int)) or not 0 <= rank < world_size:
+        raise UsageError(f"{who}: rank {rank!r} is not in [0, world_size {world_size!r})")
+
+
+def _check_split(who: str, split: str | None) -> None:
+    if split is not None and split not in SPLITS:
+        raise UsageError(f"{who}: split must be one of {list(SPLITS)} or None, got {split!r}")
+
+
+def _check_edge_type(who: str, value: object) -> None:
+    if not isinstance(value, EdgeType):
+        raise UsageError(f"{who}: supervision_edge_type must be an EdgeType, got {value!r}")
+
+
+def _check_ids(who: str, name: str, t: object, rows: int | None = None) -> None:
+    """``t`` is an int64 tensor: 1-D, or ``[rows, K]`` when ``rows`` is given."""
+    ok = isinstance(t, torch.Tensor) and t.dtype == torch.long and (
+        t.dim() == 1 if rows is None else (t.dim() == 2 and t.size(0) == rows))
+    if not ok:
+        shape = "[N]" if rows is None else f"[{rows}, K]"
+        got = f"{t.dtype} {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise UsageError(f"{who}: {name} must be an int64 tensor {shape}, got {got}")
+
+
+# -- replies ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetadataReply:
+    metadata: DatasetMetadata
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metadata, DatasetMetadata):
+            raise UsageError(f"MetadataReply: not a DatasetMetadata: {type(self.metadata).__name__}")
+
+
+@dataclass(frozen=True)
+class FreePortsReply:
+    """Ports free on the answering storage host, distinct."""
+
+    ports: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.ports or len(set(self.ports)) != len(self.ports) or not all(
+                isinstance(p, int) and 0 < p < 65536 for p in self.ports):
+            raise UsageError(f"FreePortsReply: ports must be distinct ints in 1..65535, got {self.ports}")
+
+
+@dataclass(frozen=True)
+class NodeIdsReply:
+    """``[N]`` int64 dense node ids, sorted ascending (possibly empty)."""
+
+    ids: torch.Tensor
+
+    def __post_init__(self) -> None:
+        _check_ids("NodeIdsReply", "ids", self.ids)
+
+
+@dataclass(frozen=True)
+class AblpInputReply:
+    input: ABLPInputNodes
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input, ABLPInputNodes):
+            raise UsageError(f"AblpInputReply: not an ABLPInputNodes: {type(self.input).__name__}")
+
+
+@dataclass(frozen=True)
+class PairsReply:
+    """``[2, K]`` int64 (anchor, label) dense id pairs."""
+
+    pairs: torch.Tensor
+
+    def __post_init__(self) -> None:
+        _check_ids("PairsReply", "pairs", self.pairs, rows=2)
+
+
+Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply]
+
+
+# -- requests ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetadataRequest:
+    """The served graph's :class:`DatasetMetadata` (every partition answers the same)."""
+
+    reply_type: ClassVar[type] = MetadataReply
+
+
+@dataclass(frozen=True)
+class FreePortsRequest:
+    """``num_ports`` ports free on the answering host (sampling workers' master ports)."""
+
+    num_ports: int
+    reply_type: ClassVar[type] = FreePortsReply
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_ports, bool) or not isinstance(self.num_ports, int) or not (
+                1 <= self.num_ports <= MAX_PORTS):
+            raise UsageError(f"num_ports must be an int in 1..{MAX_PORTS}, got {self.num_ports!r}")
+
+
+@dataclass(frozen=True)
+class NodeIdsRequest:
+    """Owned ids of ``node_type`` (all, or its anchors in ``split``), slice ``rank`` of
+    ``world_size`` (contiguous: the slices of all ranks cover every id once)."""
+
+    node_type: str
+    split: Split | None
+    rank: int
+    world_size: int
+    reply_type: ClassVar[type] = NodeIdsReply
+
+    def __post_init__(self) -> None:
+        _check_split("NodeIdsRequest", self.split)
+        _check_share("NodeIdsRequest", self.rank, self.world_size)
+
+
+@dataclass(frozen=True)
+class AblpInputRequest:
+    """Owned anchors of ``split`` (None: every anchor), slice ``rank`` of ``world_size``, with
+    their positive labels (of that split, for a per-edge split)."""
+
+    supervision_edge_type: EdgeType
+    split: Split | None
+    rank: int
+    world_size: int
+    reply_type: ClassVar[type] = AblpInputReply
+
+    def __post_init__(self) -> None:
+        _check_edge_type("AblpInputRequest", self.supervision_edge_type)
+        _check_split("AblpInputRequest", self.split)
+        _check_share("AblpInputRequest", self.rank, self.world_size)
+
+
+@dataclass(frozen=True)
+class PositivePairsRequest:
+    """Every (anchor, label) pair of owned anchors, every split, whose label is in ``label_ids``."""
+
+    supervision_edge_type: EdgeType
+    label_ids: torch.Tensor
+    reply_type: ClassVar[type] = PairsReply
+
+    def __post_init__(self) -> None:
+        _check_edge_type("PositivePairsRequest", self.supervision_edge_type)
+        _check_ids("PositivePairsRequest", "label_ids", self.label_ids)
+
+
+@dataclass(frozen=True)
+class LabelsRequest:
+    """Every (anchor, label) pair of the given anchors, which the answering partition must own."""
+
+    supervision_edge_type: EdgeType
+    anchors: torch.Tensor
+    reply_type: ClassVar[type] = PairsReply
+
+    def __post_init__(self) -> None:
+        _check_edge_type("LabelsRequest", self.supervision_edge_type)
+        _check_ids("LabelsRequest", "anchors", self.anchors)
+
+
+Request = Union[MetadataRequest, FreePortsRequest, NodeIdsRequest, AblpInputRequest,
+                PositivePairsRequest, LabelsRequest]
+REQUEST_TYPES: tuple[type, ...] = (MetadataRequest, FreePortsRequest, NodeIdsRequest,
+                                   AblpInputRequest, PositivePairsRequest, LabelsRequest)
+
+
+def check_reply(request: Request, reply: object) -> Reply:
+    """``reply`` when it is what ``request`` expects; RuntimeFailure naming both otherwise."""
+    if not isinstance(reply, request.reply_type):
+        raise RuntimeFailure(f"storage answered {type(request).__name__} with "
+                             f"{type(reply).__name__}, expected {request.reply_type.__name__} "
+                             "(compute and storage run different graphstore versions?)")
+    return reply
+
+
+# -- the server side's entry point ------------------------------------------------------------------
+class Service(Protocol):
+    """What answers requests: one partition's storage state (graphstore.dataset.service)."""
+
+    def answer(self, request: Request) -> Reply: ...
+
+
+_SERVICE: Service | None = None
+
+
+def register_service(service: Service | None) -> None:
+    """Make ``service`` answer :func:`call` in this process (a storage session process)."""
+    global _SERVICE
+    _SERVICE = service
+
+
+def call(request: Request) -> Reply:
+    """The RPC target: the registered service's reply to ``request``, checked."""
+    if not isinstance(request, REQUEST_TYPES):
+        raise UsageError(f"not a storage protocol request: {type(request).__name__}")
+    if _SERVICE is None:
+        raise RuntimeFailure("no storage service is registered in this process "
+                             "(not a storage session process?)")
+    return check_reply(request, _SERVICE.answer(request))

@@ -1,0 +1,121 @@
+"""Questions storage state answers: node ids, split anchors and their labels.
+
+Pure functions of a :class:`~graphstore.dataset.partition_graph.StorageState`, which
+graphstore.dataset.service turns into replies of the storage protocol (over RPC in graph-store
+mode, in-process in colocated mode). The state's arrays are shared-memory tensors; these
+functions read them as numpy views and return new arrays (a reply never aliases the state).
+Slicing rule:
+slice ``rank`` of ``world_size`` is the contiguous range ``[rank*n//w, (rank+1)*n//w)`` of the
+sorted ids, so the slices of all ranks cover every id exactly once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from graphstore.dataset.ablp import ABLPInputNodes
+from graphstore.config import EdgeType
+from graphstore.runtime.errors import UsageError
+from graphstore.dataset.splitter import SPLIT_CODE
+from graphstore.dataset.partition_graph import StorageState, Supervision
+
+
+def contiguous_slice(values: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    """Slice ``rank`` of ``world_size`` of ``values`` (see the module docs)."""
+    if not 0 <= rank < world_size:
+        raise UsageError(f"rank {rank} is not in [0, {world_size})")
+    n = len(values)
+    return values[rank * n // world_size:(rank + 1) * n // world_size]
+
+
+def split_anchors(sup: Supervision, split: str | None) -> np.ndarray:
+    key = split or "all"
+    if key not in sup.anchors_by_split:
+        raise UsageError(f"storage has no {split!r} split: set storageArgs.splitter_cls_path "
+                         "(e.g. graphstore.DistNodeAnchorLinkSplitter) in the stage's storage config")
+    return sup.anchors_by_split[key].numpy()
+
+
+def node_ids(s: StorageState, rank: int, world_size: int, node_type: str,
+             split: str | None) -> torch.Tensor:
+    """Owned ids of ``node_type`` (or its anchors in ``split``), slice ``rank`` of ``world_size``."""
+    if split is None:
+        if node_type not in s.owned_ranges:
+            raise UsageError(f"unknown node type {node_type!r} (have {list(s.owned_ranges)})")
+        lo, hi = s.owned_ranges[node_type]
+        n = hi - lo
+        if not 0 <= rank < world_size:
+            raise UsageError(f"rank {rank} is not in [0, {world_size})")
+        return torch.arange(lo + rank * n // world_size, lo + (rank + 1) * n // world_size)
+    else:
+        sups = [v for et, v in s.supervision.items() if et.src_node_type == node_type]
+        if not sups:
+            raise UsageError(f"node_ids(split={split!r}): {node_type!r} anchors no supervision edge type")
+        ids = np.unique(np.concatenate([split_anchors(v, split) for v in sups]))
+    return torch.from_numpy(np.ascontiguousarray(contiguous_slice(ids, rank, world_size)))
+
+
+def supervision(s: StorageState, supervision_edge_type: EdgeType) -> Supervision:
+    """The labels of ``supervision_edge_type``; UsageError naming the choices otherwise."""
+    if supervision_edge_type not in s.supervision:
+        raise UsageError(f"{supervision_edge_type} is not a supervision edge type "
+                         f"(have {[str(et) for et in s.supervision]})")
+    return s.supervision[supervision_edge_type]
+
+
+def labels_of(sup: Supervision, anchors: np.ndarray, split: str | None = None) -> np.ndarray:
+    """``[2, P]`` (anchor, label) pairs of the given owned anchors (sorted anchors in, sorted
+    out). With a per-edge split, only the pairs of ``split`` (every pair when it is None)."""
+    src = sup.anchor_src.numpy()
+    lo = np.searchsorted(src, anchors, side="left")
+    hi = np.searchsorted(src, anchors, side="right")
+    counts = hi - lo
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    rows = np.arange(int(counts.sum())) + starts
+    if sup.label_split is not None and split in SPLIT_CODE:
+        rows = rows[sup.label_split.numpy()[rows] == SPLIT_CODE[split]]
+    return _pairs(sup, rows)
+
+
+def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
+    """``[2, len(rows)]`` int64 (anchor, label) of the given label rows."""
+    return np.stack([sup.anchor_src.numpy()[rows], sup.label_dst.numpy()[rows]]).astype(np.int64)
+
+
+def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
+               supervision_edge_type: EdgeType) -> ABLPInputNodes:
+    """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels (of
+    that split, for a per-edge split) and, when the supervision type has hard negatives, their
+    negative labels (``[2, N]`` (anchor, node) pairs sorted by anchor, of that split likewise;
+    an anchor may have none)."""
+    sup = supervision(s, supervision_edge_type)
+    anchors = np.array(contiguous_slice(split_anchors(sup, split), rank, world_size))  # a copy
+    et = supervision_edge_type
+    pairs = labels_of(sup, anchors, split)
+    negatives = {}
+    if et in s.negatives:
+        negatives[et.as_tuple()] = torch.from_numpy(labels_of(s.negatives[et], anchors, split))
+    return ABLPInputNodes(anchor_node_type=et.src_node_type, anchor_nodes=torch.from_numpy(anchors),
+                          positive_labels={et.as_tuple(): torch.from_numpy(pairs)},
+                          negative_labels=negatives)
+
+
+def positive_pairs_to(s: StorageState, supervision_edge_type: EdgeType,
+                      label_ids: np.ndarray) -> torch.Tensor:
+    """``[2, K]`` (anchor, label) pairs of every split whose label is in ``label_ids``, for the
+    anchors this partition owns: what a filtered evaluation skips among its candidates."""
+    sup = supervision(s, supervision_edge_type)
+    rows = np.flatnonzero(np.isin(sup.label_dst.numpy(), label_ids))
+    return torch.from_numpy(_pairs(sup, rows))
+
+
+def labels_for(s: StorageState, supervision_edge_type: EdgeType, anchors: np.ndarray) -> np.ndarray:
+    """``[2, P]`` (anchor, label) pairs of every split for ``anchors``, which must be anchors this
+    partition owns (UsageError otherwise)."""
+    sup = supervision(s, supervision_edge_type)
+    owned = np.sort(anchors)
+    if len(owned) and not np.isin(owned, sup.anchors_by_split["all"].numpy()).all():
+        raise UsageError(f"partition {s.partition} does not own some of the given "
+                         f"{supervision_edge_type} anchors")
+    return labels_of(sup, owned)

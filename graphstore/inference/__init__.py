@@ -1,0 +1,1 @@
+"""The default inferencer: embeds every node type of a trained model."""

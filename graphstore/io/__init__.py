@@ -1,0 +1,1 @@
+"""Reading and writing where the data lives: local paths and gs:// (uris), Google Cloud clients (gcp), BigQuery raw tables (bigquery_source, table_rows), literal paths for DuckDB. Imports graphstore.runtime only."""

@@ -1,0 +1,1 @@
+"""One package per mode (graph_store, colocated, replicated), each supplying how a process joins and leaves its cluster, its dataset and its machine runner; machine.py and dataset_source.py are the one place that chooses."""

@@ -1,0 +1,130 @@
+"""Colocated mode: each compute machine holds one partition itself (no storage processes).
+
+Same shards, same splitter, same loaders, same dataset methods as graph-store mode; only where the
+graph lives differs (seed 000: "the same loops also run colocated"). Order, per compute machine:
+
+    dataset = DistDataset.from_shards(shards_uri, partition=machine_index, storage_args=...)
+    mp.spawn(worker, args=(cluster_info, dataset, ...))   # the partition is shared, not copied
+    # in each worker:
+    init_compute_process(local_rank, cluster_info)        # GLT worker group + RPC, then the group
+    loader = DistABLPLoader(dataset, ..., input_nodes=dataset.fetch_ablp_input("train"))
+
+Every ``fetch_*`` method is the graph-store one (graphstore.dataset.graph_dataset), answered in-process by
+this machine's partition: results are keyed by that partition (``machine_index``), and
+``rank`` / ``world_size`` slice it among the machine's local processes (default: this process's
+local rank and the machine's process count), so the machines' processes together get every id
+once. The loaders also take a plain ``Tensor`` (or ``(node_type, Tensor)``) of ids this machine
+owns, or one ``ABLPInputNodes``, as the shortcuts below return.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from graphstore.dataset.ablp import ABLPInputNodes
+from graphstore.config import StorageArgs
+from graphstore.dataset.metadata import EdgeTypeLike
+from graphstore.runtime.errors import UsageError
+from graphstore.dataset.glt_adapter import init_dist_loader
+from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions
+from graphstore.runtime.ports import PortHold
+from graphstore.dataset.splitter import Split
+from graphstore.dataset import protocol as P
+from graphstore.dataset.partition_graph import StorageState, build_storage_dataset
+
+CPU = torch.device("cpu")
+
+
+class DistDataset(DatasetBase):
+    """One machine's partition: the GLT dataset plus splits and labels (see module docs)."""
+
+    def __init__(self, glt_dataset: Any, state: StorageState) -> None:
+        self.glt = glt_dataset
+        self.state = state
+        self._metadata = state.metadata
+
+    @classmethod
+    def from_shards(cls, shards_uri: str, partition: int, storage_args: StorageArgs) -> "DistDataset":
+        from graphstore.formats.shards.reader import ShardSet
+
+        with ShardSet.open(shards_uri) as shards:  # gs://: only this partition's files come down
+            glt_dataset, state = build_storage_dataset(shards, partition, storage_args,
+                                                       storage_args.sample_edge_direction)
+        return cls(glt_dataset, state)
+
+    def open(self, info: Any, local_rank: int) -> "DistDataset":
+        """The colocated :class:`~graphstore.modes.dataset_source.DatasetSource`: every worker of the
+        machine uses the partition its parent built."""
+        return self
+
+    @property
+    def input_partitions(self) -> tuple[int, ...]:
+        """This machine's partition only."""
+        return (self.state.partition,)
+
+    def _ask(self, partition: int, request: P.Request) -> P.Reply:
+        from graphstore.modes.graph_store import compute
+        from graphstore.dataset.service import StorageService
+
+        if partition != self.state.partition:
+            raise UsageError(f"colocated: this machine holds partition {self.state.partition}, "
+                               f"not {partition}")
+        proc = compute.current() if isinstance(request, P.FreePortsRequest) else None
+        host = "127.0.0.1" if proc is None or proc.info.is_local else ""
+        service = StorageService(self.state, host,
+                                 proc.port_hold if proc is not None else PortHold())  # unused
+        return P.check_reply(request, service.answer(request))
+
+    def _default_share(self) -> tuple[int, int]:
+        from graphstore.modes.graph_store import compute
+
+        proc = compute.current()
+        return proc.rank - proc.info.compute_rank(0), proc.info.num_processes_per_compute
+
+    def sampling_seed(self) -> int:
+        from graphstore.modes.graph_store import compute
+
+        proc = compute.current()
+        return proc.info.runtime.random_seed + proc.rank
+
+    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+                     options: LoaderOptions) -> None:
+        """Sampling inline in the compute process (GLT's collocated worker).
+
+        GLT's multiprocessing sampling workers (``MpDistSamplingWorkerOptions``) stalled here with
+        the sampler blocked sending into a full shared-memory channel while the loader waited on
+        an empty one, when the partition was shared from the machine's parent process; inline
+        sampling does not use that channel.
+        """
+        from graphlearn_torch.distributed import CollocatedDistSamplingWorkerOptions
+
+        from graphstore.modes.graph_store import compute
+
+        (only,) = inputs
+        proc = compute.current()
+        worker_options = CollocatedDistSamplingWorkerOptions(
+            master_addr=proc.info.storage_cluster_master_ip, master_port=compute.shared_port(proc),
+            rpc_timeout=proc.info.runtime.rpc_timeout_s)
+        init_dist_loader(loader, self.glt, only, config, CPU, worker_options)
+
+    # -- colocated shortcuts: this machine's part of the fetch_* results ----------------------------
+    def node_ids(self, node_type: str | None = None, split: Split | None = None, rank: int = 0,
+                 world_size: int = 1) -> torch.Tensor:
+        """Ids this machine owns (or its anchors of ``split``), slice ``rank`` of ``world_size``."""
+        ids = self.fetch_node_ids(rank=rank, world_size=world_size, split=split, node_type=node_type)
+        return ids[self.state.partition]
+
+    def ablp_input(self, split: Split | None, supervision_edge_type: EdgeTypeLike | None = None,
+                   rank: int = 0, world_size: int = 1) -> ABLPInputNodes:
+        """Anchors of ``split`` this machine owns (slice ``rank`` of ``world_size``) with their
+        positive labels: of that split, for a per-edge split (graphstore.dataset.splitter)."""
+        inputs = self.fetch_ablp_input(split=split, rank=rank, world_size=world_size,
+                                       supervision_edge_type=supervision_edge_type)
+        return inputs[self.state.partition]
+
+    def anchor_ids(self, split: Split | None, supervision_edge_type: EdgeTypeLike | None = None,
+                   rank: int = 0, world_size: int = 1) -> torch.Tensor:
+        """Anchors of ``split`` this machine owns, slice ``rank`` of ``world_size``."""
+        return self.ablp_input(split, supervision_edge_type, rank, world_size).anchor_nodes

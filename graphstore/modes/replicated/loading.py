@@ -1,0 +1,183 @@
+"""How a loader of the default loops iterates in replicated mode: inline, or Ray Data.
+
+``DistNeighborLoader`` and ``DistABLPLoader`` (graphstore.dataset.loaders) check their arguments and build
+GLT's sampler input and ``SamplingConfig`` as in every mode, then hand them to the dataset
+(``GraphDataset.start_loader``); :class:`~graphstore.modes.replicated.dataset.ReplicatedDataset` drives
+the loader with a :class:`ReplicatedIteration` instead of GLT. The loader's protocol is GLT's:
+``iter(loader)`` starts an epoch, ``next(loader)`` gives its next batch (``StopIteration`` at its
+end), ``shutdown()`` stops it.
+
+An epoch samples this process's seeds (node mode) or (anchor, positive) pairs (link mode:
+``y_positive`` in the batch, as ``DistABLPLoader`` gives it), ``batch_size`` of them per batch,
+shuffled per epoch when the loader shuffles (a permutation seeded with the loader's seed and the
+epoch number), with a sampling seed that also changes per epoch, as rows of
+:class:`~graphstore.modes.replicated.datasource.GraphSamplingDatasource` (``create_sampling_dataset``'s
+source) turned into PyG batches by ``collate_to_pyg``. ``LoaderOptions.num_workers`` says where:
+
+- ``0`` (:data:`DEFAULT_SAMPLING_PROCESSES`, what a loader that leaves it None gets): inline, in
+  the consuming process, one batch per ``next()``, built directly (no Ray Data, no Arrow); no
+  sampling overlaps the consumer's work, and nothing else competes for its cores;
+- ``k >= 1``: one ``ray.data`` dataset per epoch with k read tasks (sampling processes), read with
+  ``iter_batches(batch_size=1, batch_format="pyarrow")``, ``prefetch_size`` batches read ahead,
+  :data:`ROWS_PER_BLOCK` batches per block. The read tasks reserve no CPU (their count bounds
+  them) and run on this process's Ray node (soft node affinity): the graph file is local to
+  every node, so sampling never crosses the network. Batch order across read tasks is Ray
+  Data's (the units of each batch are fixed).
+
+Inline and one read task give the same batches in the same order (the same rows and draws).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator
+
+import numpy as np
+
+from graphstore.runtime.errors import UsageError
+
+log = logging.getLogger(__name__)
+_SEED_STRIDE = 100_003  # random_seed of epoch e: seed * stride + e (distinct per epoch and rank)
+DEFAULT_SAMPLING_PROCESSES = 0
+"""``num_workers`` of a loader that leaves it None: inline. Measured (benchmarks/sampling.py, 2
+cores, 2026-12-01 20:37-21:38, medians of 5 repeats; benchmarks/results/sampling.json): one Ray
+worker sampling inline 45.4 k seeds/s at 1 M edges and 43.7 k at 4 M, the same worker with one Ray
+Data read task 29.8 k and 27.5 k (Ray Data's streaming executor also takes the worker's CPU), and
+the read-task worker's anonymous RSS grew 1.35x from 1 M to 4 M edges against 1.02x inline."""
+ROWS_PER_BLOCK = 8
+"""Batches per Ray Data block. Measured here (medium graph, 256-pair link batches, 2 read
+tasks, 2 cores): 1 per block ran 31 batches/s with 11 ms of the consumer's CPU per batch in Ray
+Data's executor; 8 per block 55 batches/s and 6 ms; 16 per block 64 batches/s, at twice the
+wait before an epoch's first batch. Known cost (profiled with py-spy in a training worker on
+the medium graph): Ray Data's streaming executor thread, one per dataset being read, took ~35-40%
+of the worker's samples whatever the block size (its scheduling loop keeps running while the
+consumer is slower than the read tasks); training steps ran ~1.7/s against graph-store mode's
+~3.7/s there (the per-step model work is the same)."""
+
+
+def read_task_options(defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ray options of the read tasks: no CPU reserved, soft affinity to this process's node
+    (``defaults`` override)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    out: dict[str, Any] = {"num_cpus": 0}
+    if ray.is_initialized():
+        out["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            node_id=ray.get_runtime_context().get_node_id(), soft=True)
+    out.update(defaults or {})
+    return out
+
+
+def quiet_ray_data() -> None:
+    """No progress bars and no per-execution INFO lines from Ray Data (a dataset per epoch)."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+class ReplicatedIteration:
+    """One loader's epochs in replicated mode, sampled inline or by Ray Data read tasks (module
+    docs). ``units``: node seeds ``[N]`` (node mode, ``supervision`` None) or (anchor, label)
+    pairs ``[2, P]`` (link mode)."""
+
+    def __init__(self, dataset: Any, *, units: np.ndarray, node_type: str | None,
+                 supervision: tuple[str, str, str] | None, num_neighbors: Any, batch_size: int,
+                 shuffle: bool, drop_last: bool, seed: int, read_tasks: int,
+                 prefetch_batches: int) -> None:
+        self.dataset, self.units = dataset, units
+        self.node_type, self.supervision = node_type, supervision
+        self.num_neighbors, self.batch_size = num_neighbors, batch_size
+        self.shuffle, self.drop_last, self.seed = shuffle, drop_last, seed
+        self.read_tasks, self.prefetch_batches = read_tasks, prefetch_batches
+        self.epoch = 0
+        self._batches: Iterator[Any] | None = None
+
+    @classmethod
+    def from_glt(cls, dataset: Any, loader: Any, sampler_input: Any, config: Any,
+                 options: Any) -> ReplicatedIteration:
+        """From what the loaders give every mode: GLT's sampler input (``NodeSamplerInput``:
+        ``node``, ``input_type``; a labelled ``EdgeSamplerInput``: ``row``, ``col``) and
+        ``SamplingConfig``; the supervision type of a link loader is its
+        ``supervision_edge_type``."""
+        meta = dataset.metadata
+        if getattr(loader, "hard_negatives_per_anchor", 0):
+            raise UsageError("DistABLPLoader: hard_negatives_per_anchor is not supported in "
+                             "replicated mode yet (taskMetadata...hardNegativeEdgeTypes); use "
+                             "graph-store or colocated mode")
+        if hasattr(sampler_input, "node"):
+            node_type = sampler_input.input_type or meta.node_types[0]
+            units, supervision = sampler_input.node.numpy(), None
+        else:
+            supervision = tuple(loader.supervision_edge_type)
+            node_type = supervision[0]
+            units = np.stack([sampler_input.row.numpy(), sampler_input.col.numpy()])
+        return cls(dataset, units=np.ascontiguousarray(units, dtype=np.int64), node_type=node_type,
+                   supervision=supervision, num_neighbors=list(config.num_neighbors),
+                   batch_size=int(config.batch_size), shuffle=bool(config.shuffle),
+                   drop_last=bool(config.drop_last), seed=int(config.seed or 0),
+                   read_tasks=options.workers_or(DEFAULT_SAMPLING_PROCESSES),
+                   prefetch_batches=int(options.prefetch_size))
+
+    @property
+    def num_units(self) -> int:
+        return int(self.units.shape[-1])
+
+    def _epoch_units(self) -> np.ndarray:
+        if not self.shuffle:
+            return self.units
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.num_units)
+        return self.units[..., order]
+
+    def start_epoch(self) -> None:
+        """Start the next epoch (a new dataset, or inline: a new generator; the rest of the
+        previous one is dropped)."""
+        from graphstore.modes.replicated.datasource import sample_batches, sampling_plan
+
+        ds = self.dataset
+        units = self._epoch_units()
+        options: dict[str, Any] = dict(
+            features_path=ds.features_path, view=ds.view, drop_last=self.drop_last,
+            random_seed=self.seed * _SEED_STRIDE + self.epoch, rows_per_block=ROWS_PER_BLOCK)
+        if self.supervision is None:
+            options["input_nodes"] = (self.node_type, units)
+        else:
+            options.update(supervision_edge_type=self.supervision, positive_pairs=units)
+        self.epoch += 1
+        if self.read_tasks == 0:
+            self._batches = sample_batches(sampling_plan(
+                ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options))
+            return
+        import ray
+
+        from graphstore.modes.replicated import GraphSamplingDatasource
+        from graphstore.modes.replicated.arrow_batch import collate_to_pyg
+
+        source = GraphSamplingDatasource(
+            ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options)
+        data = ray.data.read_datasource(source, override_num_blocks=self.read_tasks,
+                                        ray_remote_args=read_task_options(ds.ray_remote_args))
+        self._batches = map(collate_to_pyg, data.iter_batches(
+            batch_size=1, batch_format="pyarrow", prefetch_batches=self.prefetch_batches))
+
+    def next(self) -> Any:
+        """The next batch of the current epoch (PyG ``Data`` / ``HeteroData``; never modify its
+        tensors in place: with read tasks they view Arrow buffers); ``StopIteration`` at its end
+        or before any epoch."""
+        if self._batches is None:
+            raise StopIteration
+        try:
+            return next(self._batches)
+        except StopIteration:
+            self._batches = None
+            raise
+
+    def shutdown(self) -> None:
+        """Drop the current epoch (Ray Data stops its read tasks when its iterator goes)."""
+        self._batches = None
+
+
+__all__ = ["DEFAULT_SAMPLING_PROCESSES", "ReplicatedIteration", "read_task_options", "quiet_ray_data"]

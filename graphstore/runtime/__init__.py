@@ -1,0 +1,1 @@
+"""The process runtime under every stage: errors and exit codes, the cluster environment (its only reader), logging, ports, rendezvous, heartbeats, process start-up. Imports no other graphstore layer."""

@@ -1,1 +1,0 @@
-"""Storage side of graph-store mode: build the partition, serve sessions, answer fetches."""
