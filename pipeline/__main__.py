@@ -70,8 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return args._run(args)
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """The ``graphstore-pipeline`` console script (and ``python -m pipeline``): logging set up,
+    then :func:`main` under the exit-code contract (never returns)."""
     from graphstore.runtime.cli import run_cli, setup_logging
 
     setup_logging(PROG)
     run_cli(main, PROG)
+
+
+if __name__ == "__main__":
+    console()
