@@ -47,9 +47,11 @@ store is patched by graphstore.rendezvous (torch, not GLT).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.metadata
 import logging
+import queue
 import re
 import threading
 import time
@@ -662,13 +664,21 @@ def _fail_fast_receiving_channel() -> type:
                 missing = self.num_received_list[idx] + self.prefetch_size \
                     - self.num_request_list[idx]
                 for _ in range(missing):
+                    self._sent_at().setdefault(idx, collections.deque()).append(time.monotonic())
                     fut = async_request_server(server_rank, DistServer.fetch_one_sampled_message,
                                                self.producer_id_list[idx])
                     fut.add_done_callback(lambda f, idx=idx: self._deliver(f, idx))
                     self.num_request_list[idx] += 1
 
+        def _sent_at(self) -> dict[int, collections.deque]:
+            """Per server index, when each fetch still unanswered was sent (oldest first)."""
+            return self.__dict__.setdefault("_graphstore_sent_at", {})
+
         def _deliver(self, fut: Any, idx: int) -> None:
             """RPC callback: the message and its end-of-epoch flag, or the failure."""
+            sent = self._sent_at().get(idx)
+            if sent:
+                sent.popleft()
             try:
                 msg, end_of_epoch = fut.wait()
             except Exception as exc:  # noqa: BLE001 (raised to the consumer by _next)
@@ -676,8 +686,26 @@ def _fail_fast_receiving_channel() -> type:
                 return
             self.queue.put((msg, end_of_epoch, idx))
 
+        def _get(self) -> tuple[Any, bool, int]:
+            """The next delivery; a wait past :data:`FETCH_REPORT_S` is logged once with the
+            fetches still unanswered per server, and this process's stacks (its RPC threads)."""
+            try:
+                return self.queue.get(timeout=FETCH_REPORT_S)
+            except queue.Empty:
+                now = time.monotonic()
+                pending = ", ".join(
+                    f"storage rank {self.server_rank_list[i]} (producer {self.producer_id_list[i]}): "
+                    f"{len(sent)}, oldest {now - sent[0]:.0f} s"
+                    for i, sent in sorted(self._sent_at().items()) if sent)
+                _log.warning("graph-store loader: no batch for %.0f s; fetches unanswered: %s; "
+                             "this process's stacks follow", FETCH_REPORT_S, pending or "none")
+                from graphstore import stack_dumps
+
+                stack_dumps.dump_here()
+            return self.queue.get()
+
         def _next(self) -> tuple[Any, bool, int]:
-            msg, end_of_epoch, idx = self.queue.get()
+            msg, end_of_epoch, idx = self._get()
             self.num_received_list[idx] += 1
             if isinstance(msg, Exception):
                 raise _storage_rpc_failure("fetching a sampled batch from",

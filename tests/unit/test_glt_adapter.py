@@ -174,3 +174,25 @@ def test_a_fetch_stuck_anywhere_is_reported_once_with_the_stacks(monkeypatch, ca
     assert "1 of 2 sampling workers (pids 101, 102, 2 alive) finished the epoch" in reports[0]
     assert "in stuck_fetch" in capfd.readouterr().err  # this session's stacks, the stuck thread's too
     assert watch._running == {}
+
+
+def test_a_loader_waiting_long_for_a_batch_names_its_unanswered_fetches(monkeypatch, caplog, capfd):
+    import threading
+    import time
+
+    from graphstore import glt_adapter
+
+    monkeypatch.setattr(glt_adapter, "FETCH_REPORT_S", 0.3)
+    channel = glt_adapter.FailFastReceivingChannel(server_rank=[0, 1], producer_id=[3, 4],
+                                                   prefetch_size=2)
+    now = time.monotonic()
+    channel._sent_at()[1] = glt_adapter.collections.deque([now - 40, now - 1])
+    late = threading.Timer(1.0, lambda: channel.queue.put(("batch", False, 1)))
+    with caplog.at_level("WARNING", logger="graphstore.glt_adapter"):
+        late.start()
+        assert channel._get() == ("batch", False, 1)  # the report does not lose the delivery
+    reports = [r.getMessage() for r in caplog.records]
+    assert len(reports) == 1, reports
+    assert reports[0].startswith("graph-store loader: no batch for 0 s; fetches unanswered: "
+                                 "storage rank 1 (producer 4): 2, oldest 4")  # ~40 s
+    assert "in _get" in capfd.readouterr().err
