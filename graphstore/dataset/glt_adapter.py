@@ -47,11 +47,15 @@ store is patched by graphstore.runtime.rendezvous (torch, not GLT).
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import importlib.metadata
 import logging
+import queue
 import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from graphstore.runtime.errors import RuntimeFailure
@@ -214,18 +218,24 @@ def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool
     unknown producer gives ``(None, False)``, as in GLT. Added: while it waits, every
     :data:`FETCH_CHECK_S` it looks at the producer's workers; one that exited before the producer
     was shut down fails the fetch with a ``RuntimeFailure`` naming it (the client raises it with
-    this server named), and a wait past :data:`FETCH_REPORT_S` is logged once with the state."""
-    from graphlearn_torch.channel import QueueTimeoutError
-
+    this server named); a fetch still running after :data:`FETCH_REPORT_S`, wherever it is
+    stuck, is reported once by :class:`_FetchWatch`."""
     producer = server._producer_pool.get(producer_id, None)
     if producer is None:
         _log.warning("batch fetch for unknown sampling producer %d", producer_id)
         return None, False
-    if producer.is_all_sampling_completed_and_consumed():
-        return None, True
-    buffer = server._msg_buffer_pool.get(producer_id, None)
-    start = last_check = time.monotonic()
-    reported = False
+    with _fetch_watch.watching(producer_id, producer):
+        if producer.is_all_sampling_completed_and_consumed():
+            return None, True
+        return _next_message(producer_id, producer, server._msg_buffer_pool.get(producer_id, None))
+
+
+def _next_message(producer_id: int, producer: Any, buffer: Any) -> tuple[Any, bool]:
+    """The next message of ``producer``'s channel ``buffer``, or ``(None, True)`` at the end of
+    its epoch; raises when one of its sampling workers died (:func:`_fetch_one_sampled_message`)."""
+    from graphlearn_torch.channel import QueueTimeoutError
+
+    last_check = time.monotonic()
     while True:
         try:
             return buffer.recv(timeout_ms=500), False
@@ -245,32 +255,74 @@ def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool
             raise RuntimeFailure(
                 f"sampling producer {producer_id}: sampling worker {rank} (pid {pid}) exited with "
                 f"code {code} before finishing the epoch (see this storage session's log)")
-        if not reported and now - start > FETCH_REPORT_S:
-            reported = True
-            _report_stalled_fetch(producer_id, producer, now - start)
+
+
+class _FetchWatch:
+    """The batch fetches running in this storage session, and one daemon thread that reports
+    any still running after :data:`FETCH_REPORT_S`, wherever it is stuck (waiting for a batch,
+    or inside GLT's channel), once per producer: its epoch state, then every thread's stack of
+    this session and of the producer's sampling workers (graphstore.runtime.stack_dumps). The thread
+    starts with the first fetch."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[int, Any, float]] = {}  # call id -> (producer id, producer, start)
+        self._reported: set[int] = set()  # producer ids
+        self._next_id = 0
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def watching(self, producer_id: int, producer: Any) -> Iterator[None]:
+        with self._lock:
+            call, self._next_id = self._next_id, self._next_id + 1
+            self._running[call] = (producer_id, producer, time.monotonic())
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="graphstore-fetch-watch",
+                                                daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._running[call]
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(FETCH_CHECK_S)
+            now = time.monotonic()
+            with self._lock:
+                stalled = {pid: (producer, now - start) for pid, producer, start in self._running.values()
+                           if now - start > FETCH_REPORT_S and pid not in self._reported}
+                self._reported.update(stalled)
+            for producer_id, (producer, waited_s) in stalled.items():
+                _report_stalled_fetch(producer_id, producer, waited_s)
+
+
+_fetch_watch = _FetchWatch()
 
 
 def _report_stalled_fetch(producer_id: int, producer: Any, waited_s: float) -> None:
-    """Log a fetch that has waited ``waited_s`` with nothing to read: the producer's epoch
-    state, then every thread's stack of this session and (forkserver workers only, see
+    """Log a fetch from ``producer`` that has run ``waited_s``: the producer's epoch state, then
+    every thread's stack of this session and (forkserver workers only, see
     graphstore.runtime.stack_dumps) of each sampling worker, all into this session's log."""
-    from graphlearn_torch.distributed import dist_sampling_producer
-
     from graphstore.runtime import stack_dumps
 
-    if getattr(producer, "_graphstore_stall_reported", False):
-        return  # several fetches wait on one producer: its state and stacks once
-    producer._graphstore_stall_reported = True
     pids = [w.pid for w in producer._workers]
-    _log.warning("sampling producer %d: a batch fetch has waited %.0f s: %d of %d sampling "
-                 "workers (pids %s) finished the epoch, all alive; nothing in the channel; "
-                 "their stacks and this session's follow", producer_id, waited_s,
+    alive = sum(1 for w in producer._workers if w.exitcode is None)
+    _log.warning("sampling producer %d: a batch fetch has run %.0f s: %d of %d sampling workers "
+                 "(pids %s, %d alive) finished the epoch; the stacks of this session and of "
+                 "those workers follow", producer_id, waited_s,
                  producer.sampling_completed_worker_count.value, producer.num_workers,
-                 ", ".join(map(str, pids)))
+                 ", ".join(map(str, pids)), alive)
     stack_dumps.dump_here()
+    from graphlearn_torch.distributed import dist_sampling_producer  # imported: GLT serves here
+
     if getattr(dist_sampling_producer.mp, "answers_stack_dumps", False):
         for pid in pids:
             stack_dumps.request_dump(pid)
+    # last: a channel whose lock is stuck would block here
+    _log.warning("sampling producer %d: its channel is empty: %s", producer_id,
+                 producer.output_channel.empty())
 
 
 def _destroy_sampling_producer(server: Any, producer_id: int) -> None:
@@ -612,13 +664,21 @@ def _fail_fast_receiving_channel() -> type:
                 missing = self.num_received_list[idx] + self.prefetch_size \
                     - self.num_request_list[idx]
                 for _ in range(missing):
+                    self._sent_at().setdefault(idx, collections.deque()).append(time.monotonic())
                     fut = async_request_server(server_rank, DistServer.fetch_one_sampled_message,
                                                self.producer_id_list[idx])
                     fut.add_done_callback(lambda f, idx=idx: self._deliver(f, idx))
                     self.num_request_list[idx] += 1
 
+        def _sent_at(self) -> dict[int, collections.deque]:
+            """Per server index, when each fetch still unanswered was sent (oldest first)."""
+            return self.__dict__.setdefault("_graphstore_sent_at", {})
+
         def _deliver(self, fut: Any, idx: int) -> None:
             """RPC callback: the message and its end-of-epoch flag, or the failure."""
+            sent = self._sent_at().get(idx)
+            if sent:
+                sent.popleft()
             try:
                 msg, end_of_epoch = fut.wait()
             except Exception as exc:  # noqa: BLE001 (raised to the consumer by _next)
@@ -626,8 +686,26 @@ def _fail_fast_receiving_channel() -> type:
                 return
             self.queue.put((msg, end_of_epoch, idx))
 
+        def _get(self) -> tuple[Any, bool, int]:
+            """The next delivery; a wait past :data:`FETCH_REPORT_S` is logged once with the
+            fetches still unanswered per server, and this process's stacks (its RPC threads)."""
+            try:
+                return self.queue.get(timeout=FETCH_REPORT_S)
+            except queue.Empty:
+                now = time.monotonic()
+                pending = ", ".join(
+                    f"storage rank {self.server_rank_list[i]} (producer {self.producer_id_list[i]}): "
+                    f"{len(sent)}, oldest {now - sent[0]:.0f} s"
+                    for i, sent in sorted(self._sent_at().items()) if sent)
+                _log.warning("graph-store loader: no batch for %.0f s; fetches unanswered: %s; "
+                             "this process's stacks follow", FETCH_REPORT_S, pending or "none")
+                from graphstore.runtime import stack_dumps
+
+                stack_dumps.dump_here()
+            return self.queue.get()
+
         def _next(self) -> tuple[Any, bool, int]:
-            msg, end_of_epoch, idx = self.queue.get()
+            msg, end_of_epoch, idx = self._get()
             self.num_received_list[idx] += 1
             if isinstance(msg, Exception):
                 raise _storage_rpc_failure("fetching a sampled batch from",

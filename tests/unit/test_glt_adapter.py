@@ -115,3 +115,84 @@ def test_a_failed_rpc_is_one_line_naming_the_server_and_marks_it_failed(monkeypa
     assert ("starting epoch 2 on storage rank 0 (producer 5) failed: RuntimeError: RPCErr:1:RPC "
             "ran for more than set timeout (15000 ms) (rpcTimeoutS") in str(err)
     assert glt_adapter._failed_servers == {0, 1}
+
+
+class _Worker:
+    def __init__(self, pid: int) -> None:
+        self.pid, self.exitcode = pid, None
+
+
+class _Producer:
+    """What the fetch watch reads of GLT's ``DistMpSamplingProducer``."""
+
+    class _Count:
+        value = 1
+
+    class _Channel:
+        def empty(self) -> bool:
+            return True
+
+    def __init__(self) -> None:
+        self._workers = [_Worker(101), _Worker(102)]
+        self.sampling_completed_worker_count = self._Count()
+        self.num_workers = 2
+        self.output_channel = self._Channel()
+
+
+def test_a_fetch_stuck_anywhere_is_reported_once_with_the_stacks(monkeypatch, caplog, capfd):
+    import threading
+    import time
+
+    from graphstore.dataset import glt_adapter
+
+    monkeypatch.setattr(glt_adapter, "FETCH_REPORT_S", 0.3)
+    monkeypatch.setattr(glt_adapter, "FETCH_CHECK_S", 0.1)
+    watch = glt_adapter._FetchWatch()
+    producer, release = _Producer(), threading.Event()
+
+    def stuck_fetch() -> None:  # stands for a fetch blocked inside GLT's channel
+        with watch.watching(7, producer):
+            release.wait(10)
+
+    fetches = [threading.Thread(target=stuck_fetch) for _ in range(2)]
+    with caplog.at_level("WARNING", logger="graphstore.dataset.glt_adapter"):
+        for t in fetches:
+            t.start()
+        with watch.watching(8, producer):  # a quick fetch of another producer: never reported
+            pass
+        deadline = time.monotonic() + 10
+        while sum("has run" in r.getMessage() for r in caplog.records) < 1 \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # more watch rounds: still one report
+        release.set()
+        for t in fetches:
+            t.join(10)
+    reports = [r.getMessage() for r in caplog.records if "has run" in r.getMessage()]
+    assert len(reports) == 1, reports
+    assert reports[0].startswith("sampling producer 7: a batch fetch has run ")
+    assert "1 of 2 sampling workers (pids 101, 102, 2 alive) finished the epoch" in reports[0]
+    assert "in stuck_fetch" in capfd.readouterr().err  # this session's stacks, the stuck thread's too
+    assert watch._running == {}
+
+
+def test_a_loader_waiting_long_for_a_batch_names_its_unanswered_fetches(monkeypatch, caplog, capfd):
+    import threading
+    import time
+
+    from graphstore.dataset import glt_adapter
+
+    monkeypatch.setattr(glt_adapter, "FETCH_REPORT_S", 0.3)
+    channel = glt_adapter.FailFastReceivingChannel(server_rank=[0, 1], producer_id=[3, 4],
+                                                   prefetch_size=2)
+    now = time.monotonic()
+    channel._sent_at()[1] = glt_adapter.collections.deque([now - 40, now - 1])
+    late = threading.Timer(1.0, lambda: channel.queue.put(("batch", False, 1)))
+    with caplog.at_level("WARNING", logger="graphstore.dataset.glt_adapter"):
+        late.start()
+        assert channel._get() == ("batch", False, 1)  # the report does not lose the delivery
+    reports = [r.getMessage() for r in caplog.records]
+    assert len(reports) == 1, reports
+    assert reports[0].startswith("graph-store loader: no batch for 0 s; fetches unanswered: "
+                                 "storage rank 1 (producer 4): 2, oldest 4")  # ~40 s
+    assert "in _get" in capfd.readouterr().err
