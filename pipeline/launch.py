@@ -346,6 +346,33 @@ def _start_all(specs: Sequence[ProcessSpec], running: list[Running], echo: Calla
                  running[-1].popen.pid, _shown(spec.log_path))
 
 
+def _plan(task: TaskConfig, resources: ResourceConfig, stage: Stage,
+          run_dir: str | os.PathLike[str], task_config_path: str | os.PathLike[str],
+          resource_config_path: str | os.PathLike[str], overrides: Sequence[str]
+          ) -> tuple[str, Path, list[ProcessSpec]]:
+    """The run folder's URI, the local folder the processes' logs (and frozen configs) go to,
+    and every process of the stage. A gs:// run folder: the processes read and write it; logs
+    and frozen configs go to a local temporary folder, copied to ``<run_dir>/logs/<stage>/``
+    when the stage ends."""
+    gcs_run = uris.is_gcs(str(run_dir))
+    run_uri = str(run_dir) if gcs_run else str(Path(run_dir).resolve())
+    run_path = Path(tempfile.mkdtemp(prefix=f"launch-{uris.basename(run_uri)}-")) if gcs_run \
+        else Path(run_uri)
+    stage_res = stage_resources(resources, stage)
+    task_path, res_path = (str(p) if uris.is_gcs(str(p)) else str(Path(p).resolve())
+                           for p in (task_config_path, resource_config_path))
+    if overrides:
+        task_path, res_path = map(str, freeze_configs(task, resources, run_path / "launch" / stage))
+    contract = topology.contract_args(task_config_path=task_path, stage=stage,
+                                      resource_config_path=res_path, run_dir=run_uri)
+    specs = plan_stage(
+        task, resources, stage=stage, run_dir=run_path, contract=contract,
+        ports=free_ports(stage_res.num_compute_machines + stage_res.num_storage + 1),
+        job_name=f"{uris.basename(run_uri)}-{stage}",
+        extra_env=local_env(os.environ, loopback_interface()))
+    return run_uri, run_path, specs
+
+
 def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
                  run_dir: str | os.PathLike[str], task_config_path: str | os.PathLike[str],
                  resource_config_path: str | os.PathLike[str], timeout_s: float = 3600.0,
@@ -368,24 +395,9 @@ def launch_stage(task: TaskConfig, resources: ResourceConfig, *, stage: Stage,
     if timeout_s <= 0 or failure_grace_s < 0:
         raise UsageError(f"timeout_s must be > 0 and failure_grace_s >= 0, got {timeout_s}, "
                          f"{failure_grace_s}")
-    # a gs:// run folder: the processes read and write it; logs and frozen configs go to a local
-    # temporary folder, and the logs are copied to <run_dir>/logs/<stage>/ when the stage ends
     gcs_run = uris.is_gcs(str(run_dir))
-    run_uri = str(run_dir) if gcs_run else str(Path(run_dir).resolve())
-    run_path = Path(tempfile.mkdtemp(prefix=f"launch-{uris.basename(run_uri)}-")) if gcs_run \
-        else Path(run_uri)
-    stage_res = stage_resources(resources, stage)
-    task_path, res_path = (str(p) if uris.is_gcs(str(p)) else str(Path(p).resolve())
-                           for p in (task_config_path, resource_config_path))
-    if overrides:
-        task_path, res_path = map(str, freeze_configs(task, resources, run_path / "launch" / stage))
-    contract = topology.contract_args(task_config_path=task_path, stage=stage,
-                                      resource_config_path=res_path, run_dir=run_uri)
-    specs = plan_stage(
-        task, resources, stage=stage, run_dir=run_path, contract=contract,
-        ports=free_ports(stage_res.num_compute_machines + stage_res.num_storage + 1),
-        job_name=f"{uris.basename(run_uri)}-{stage}",
-        extra_env=local_env(os.environ, loopback_interface()))
+    run_uri, run_path, specs = _plan(task, resources, stage, run_dir, task_config_path,
+                                     resource_config_path, overrides)
     log_dir = Path(RunPaths(str(run_path)).logs(stage))
     log_dir.mkdir(parents=True, exist_ok=True)
     for stale in log_dir.glob("*.log"):

@@ -30,10 +30,9 @@ Per worker (``_worker``), for its node type:
 from __future__ import annotations
 
 import datetime
-import json
 import logging
-import os
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -89,6 +88,27 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: Checkpo
     total = sum(len(t) for t in node_ids.values())
     loader = DistNeighborLoader(ds, fanout, node_ids if homo else (node_type, node_ids),
                                 batch_size=batch_size, num_workers=args.sampling_workers)
+    t0 = time.perf_counter()
+    mine_ids, mine = _embed_all(model, loader, device, homo, node_type, args.log_every_batches,
+                                total, batch_size)
+    t_shut = time.perf_counter()
+    loader.shutdown()
+    log.info("infer %s rank=%d loader shut down in %.2f s", node_type, rank,
+             time.perf_counter() - t_shut)
+    write_part(uris.join(attempt_dir, shard_name(rank, world)), mine_ids.numpy(), mine.numpy())
+    counts = torch.tensor([len(mine_ids), len(torch.unique(mine_ids))], dtype=torch.long)
+    dist.all_reduce(counts)
+    if rank == 0:
+        _publish(out_dir, attempt[0], node_type, ckpt, world, rows=int(counts[0]),
+                 distinct=int(counts[1]), expected=int(meta.node_counts[node_type]),
+                 seconds=time.perf_counter() - t0)
+    shutdown_compute_process()
+
+
+def _embed_all(model: LinkPredictionEncoder, loader: Any, device: Any, homo: Any, node_type: str,
+               log_every_batches: int, total: int, batch_size: int
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every batch of ``loader``: its seeds' ids and embeddings (on the CPU), in batch order."""
     ids, embs, t0 = [], [], time.perf_counter()
     num_batches = (total + batch_size - 1) // batch_size  # an upper bound: GLT batches per server
     with torch.no_grad():
@@ -99,37 +119,32 @@ def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: Checkpo
             h = model.embed_seeds(v.x, v.edge_index, v.num_nodes, v.node_ids, node_type, k)
             embs.append(h.cpu())  # written from the CPU (no-op there)
             ids.append(v.node_ids[node_type][:k].cpu())
-            if args.log_every_batches and i % args.log_every_batches == 0:
+            if log_every_batches and i % log_every_batches == 0:
                 done = sum(len(t) for t in ids)
                 log.info("infer %s rank=%d batches=%d/~%d nodes=%d/%d nodes_per_s=%.0f", node_type,
-                         rank, i, num_batches, done, total, done / (time.perf_counter() - t0))
-    t_shut = time.perf_counter()
-    loader.shutdown()
-    log.info("infer %s rank=%d loader shut down in %.2f s", node_type, rank,
-             time.perf_counter() - t_shut)
+                         dist.get_rank(), i, num_batches, done, total,
+                         done / (time.perf_counter() - t0))
+    return (torch.cat(ids) if ids else torch.empty(0, dtype=torch.long),
+            torch.cat(embs) if embs else torch.empty(0, model.cfg.out_dim))
+
+
+def _publish(out_dir: str, attempt: str, node_type: str, ckpt: Checkpoint, world: int, *,
+             rows: int, distinct: int, expected: int, seconds: float) -> None:
+    """Rank 0, once every rank wrote its part: the ``_SUCCESS`` marker naming every part, only
+    when the rows are exactly one per node (every rank holds disjoint id slices, so per-rank
+    distinct counts add up to the global one)."""
+    if rows != expected or distinct != expected:
+        raise RuntimeFailure(f"infer {node_type}: wrote {rows} rows ({distinct} distinct ids) "
+                             f"for {expected} nodes; no {SUCCESS} marker written")
     dim = ckpt.model_config.out_dim
-    mine_ids = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long)
-    mine = torch.cat(embs) if embs else torch.empty(0, dim)
-    write_part(uris.join(attempt_dir, shard_name(rank, world)), mine_ids.numpy(), mine.numpy())
-    counts = torch.tensor([len(mine_ids), len(torch.unique(mine_ids))], dtype=torch.long)
-    dist.all_reduce(counts)
-    # every rank holds disjoint id slices, so per-rank distinct counts add up to the global one
-    expected = int(meta.node_counts[node_type])
-    if rank == 0:
-        rows, distinct = int(counts[0]), int(counts[1])
-        if rows != expected or distinct != expected:
-            raise RuntimeFailure(f"infer {node_type}: wrote {rows} rows ({distinct} distinct ids) "
-                                 f"for {expected} nodes; no {SUCCESS} marker written")
-        marker = EmbeddingsMarker(
-            node_type=node_type, count=rows, dim=dim,
-            files=tuple(f"{attempt[0]}/{shard_name(r, world)}" for r in range(world)),
-            checkpoint_step=ckpt.step,
-            finished_at=datetime.datetime.now(datetime.timezone.utc),
-            seconds=round(time.perf_counter() - t0, 1))
-        publish_success(out_dir, marker)
-        log.info("infer %s done: %d embeddings (dim %d) in %.1f s -> %s", node_type, rows, dim,
-                 marker.seconds, out_dir)
-    shutdown_compute_process()
+    marker = EmbeddingsMarker(
+        node_type=node_type, count=rows, dim=dim,
+        files=tuple(f"{attempt}/{shard_name(r, world)}" for r in range(world)),
+        checkpoint_step=ckpt.step, finished_at=datetime.datetime.now(datetime.timezone.utc),
+        seconds=round(seconds, 1))
+    publish_success(out_dir, marker)
+    log.info("infer %s done: %d embeddings (dim %d) in %.1f s -> %s", node_type, rows, dim,
+             marker.seconds, out_dir)
 
 
 def run_inference(ctx: StageContext, topology: ClusterTopology) -> int:

@@ -27,7 +27,7 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -162,6 +162,44 @@ def chunk_rows(num_rows: int, budget_bytes: int, *lookups: IdLookup,
     return max(min(target, -(-num_rows // IN_FLIGHT)), min(2 * hashed, target), 1)
 
 
+@dataclass(frozen=True)
+class _ChunkWriter:
+    """Maps one chunk of raw edges to dense ids and writes it to every output (a pool thread
+    each): ``(rows dropped for a missing endpoint, whether a weight or feature is not
+    finite)``; nothing is written when either stops the pass."""
+
+    src_column: str
+    dst_column: str
+    weight_column: str | None
+    feature_columns: tuple[str, ...]
+    feature_width: int
+    src_lookup: IdLookup
+    dst_lookup: IdLookup
+    outputs: list[EdgeOutput]
+    compression: str
+    stop_on_missing: bool
+    ranges: dict[str, Any]
+
+    def __call__(self, chunk: int, batch: pa.RecordBatch) -> tuple[int, bool]:
+        weight = _float32(batch.column(self.weight_column)) if self.weight_column else None
+        feats = feature_matrix(batch, self.feature_columns, self.feature_width)
+        if any(a is not None and not np.isfinite(a).all() for a in (weight, feats)):
+            return 0, True
+        ends = {"src": self.src_lookup.map(batch.column(self.src_column)),
+                "dst": self.dst_lookup.map(batch.column(self.dst_column))}
+        keep = (ends["src"] >= 0) & (ends["dst"] >= 0)
+        missing = len(keep) - int(np.count_nonzero(keep))
+        if missing and self.stop_on_missing:
+            return missing, False
+        if missing:
+            ends = {k: v[keep] for k, v in ends.items()}
+            weight = weight[keep] if weight is not None else None
+            feats = feats[keep] if feats is not None else None
+        for out in self.outputs:
+            _write_output(chunk, out, ends, weight, feats, self.ranges, self.compression)
+        return missing, False
+
+
 def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: str | None,
                  feature_columns: tuple[str, ...], feature_width: int,
                  src_lookup: IdLookup, dst_lookup: IdLookup, num_partitions: int,
@@ -188,24 +226,8 @@ def stream_edges(path: str, *, src_column: str, dst_column: str, weight_column: 
     if any(r.num_partitions != num_partitions for r in ranges.values()):
         raise ValueError(f"lookups numbered for other than {num_partitions} partitions")
 
-    def write(chunk: int, batch: pa.RecordBatch) -> tuple[int, bool]:
-        weight = _float32(batch.column(weight_column)) if weight_column else None
-        feats = feature_matrix(batch, feature_columns, feature_width)
-        if any(a is not None and not np.isfinite(a).all() for a in (weight, feats)):
-            return 0, True
-        ends = {"src": src_lookup.map(batch.column(src_column)),
-                "dst": dst_lookup.map(batch.column(dst_column))}
-        keep = (ends["src"] >= 0) & (ends["dst"] >= 0)
-        missing = len(keep) - int(np.count_nonzero(keep))
-        if missing and stop_on_missing:
-            return missing, False
-        if missing:
-            ends = {k: v[keep] for k, v in ends.items()}
-            weight = weight[keep] if weight is not None else None
-            feats = feats[keep] if feats is not None else None
-        for out in outputs:
-            _write_output(chunk, out, ends, weight, feats, ranges, compression)
-        return missing, False
+    write = _ChunkWriter(src_column, dst_column, weight_column, feature_columns, feature_width,
+                         src_lookup, dst_lookup, outputs, compression, stop_on_missing, ranges)
 
     def collect(job: Future) -> bool:
         """Add a finished chunk to the result; True when the pass must stop."""

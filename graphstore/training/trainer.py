@@ -45,6 +45,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -96,29 +99,93 @@ def resume_checkpoint(ckpt_dir: str) -> Checkpoint | None:
     return read_checkpoint(uri, fix="move it away (or use another --run-dir) to train from scratch")
 
 
+@dataclass
+class _Stream:
+    """One supervision type's batches: its training ABLP loader (epochs capped at the batch count
+    every rank has) and its random-negative loader (None without random negatives)."""
+
+    sup: Supervision
+    train: EpochStream
+    negatives: EpochStream | None
+
+
+@dataclass
+class _Run:
+    """A training worker's state, built by :func:`_start` and advanced by :func:`_train_step`."""
+
+    args: TrainerArgs
+    job: Job
+    cfg: ModelConfig
+    model: torch.nn.Module
+    ddp: torch.nn.Module  # the model under DDP: what a step runs
+    optimizer: torch.optim.Optimizer
+    streams: list[_Stream]
+    popularity: dict[EdgeType, torch.Tensor]  # label node popularity per type (logQ correction)
+    train_inputs: dict[EdgeType, Any]  # per type, what the baselines fit on
+    evaluator: Evaluator
+    tlog: TrainingLog
+    ckpt_dir: str
+    rank: int
+    step: int
+    start_step: int  # the step this run started (resumed) from
+    stopper: EarlyStopping
+    history: list[dict] = field(default_factory=list)  # every validation, in order
+    stopped_early: bool = False  # early stopping ended training before max_steps / max_epochs
+    hard: dict[EdgeType, int] = field(default_factory=dict)  # hard negatives drawn per type
+
+    def epochs_left(self) -> bool:
+        """``max_epochs`` counts the first supervision type's epochs."""
+        first = self.streams[0].train
+        return not self.args.max_epochs or first.epochs_done + first.epoch_full() < self.args.max_epochs
+
+    def save(self, metrics: dict) -> None:
+        _save(self.ckpt_dir, self.model, self.optimizer, self.cfg, self.args, self.step, metrics)
+
+
+@dataclass
+class _Interval:
+    """Seconds waiting for batches and computing, and the loss, since the last log line."""
+
+    wait_s: float = 0.0
+    compute_s: float = 0.0
+    loss_sum: float = 0.0
+
+
 def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: str,
             data_root: str | None, source: DatasetSource, supervision_order: list[EdgeType],
             resume: Checkpoint | None) -> None:
-    from graphstore.dataset.loaders import DistABLPLoader, DistNeighborLoader
+    """One training process, in the order of the module docs: join, build, fit the baselines,
+    train (validating on the way), test and save, leave, report."""
     from graphstore.modes.graph_store.compute import init_compute_process, shutdown_compute_process
     from graphstore.runtime.cli import setup_logging
 
     setup_logging(f"train{info.machine_index}.{local_rank}")
     t_start = time.perf_counter()
     device = init_compute_process(local_rank, info)
+    run = _start(info, local_rank, args, run_dir, source, supervision_order, resume, device,
+                 joined_s=time.perf_counter() - t_start)
+    with run.tlog.phase("baselines"):
+        run.evaluator.fit_baselines(run.train_inputs)
+    _train(run)
+    summary = _test_and_save(run, seconds=lambda: time.perf_counter() - t_start)
+    shutdown_compute_process()
+    run.tlog.close()
+    if run.rank == 0:
+        log.info("report written: %s", _report(run_dir, data_root, run.job, run.evaluator, summary))
+
+
+def _start(info: GraphStoreInfo, local_rank: int, args: TrainerArgs, run_dir: str,
+           source: DatasetSource, supervision_order: list[EdgeType], resume: Checkpoint | None,
+           device: Any, joined_s: float) -> _Run:
+    """The dataset, the model (resumed from ``resume``), the optimizer and every loader (the
+    same loaders in the same order on every rank: their creation is a collective)."""
     rank = dist.get_rank()
     tlog = TrainingLog(_tensorboard(run_dir) if args.tensorboard and rank == 0 else None)
-    tlog.add_phase("join cluster", time.perf_counter() - t_start)
-    ckpt_dir = RunPaths(run_dir).checkpoint
+    tlog.add_phase("join cluster", joined_s)
     torch.manual_seed(args.seed)
     with tlog.phase("open dataset, loaders"):
         job = Job(source.open(info, local_rank), supervision_order, device=device.torch_device)
-        dims = {nt: job.meta.node_feature_dims[nt] for nt in job.meta.node_types}
-        cfg = ModelConfig(node_feature_dims=dims, edge_types=job.edge_types,
-                          hidden_dim=args.hidden_dim, out_dim=args.out_dim,
-                          num_layers=args.num_layers, decoder=args.decoder, dropout=args.dropout,
-                          id_embedding_counts=id_embedding_counts(
-                              args.id_embeddings, job.meta.node_counts, args.id_embedding_max_nodes))
+        cfg = _model_config(job, args)
         model = LinkPredictionEncoder(cfg).to(device.torch_device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
                                       weight_decay=args.weight_decay)
@@ -128,115 +195,163 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
             if resume.optimizer is not None:
                 optimizer.load_state_dict(resume.optimizer)
             step = resume.step
-            log.info("resuming from %s at step=%d", ckpt_dir, step)
+            log.info("resuming from %s at step=%d", RunPaths(run_dir).checkpoint, step)
         ddp = device.ddp(model, find_unused_parameters=True)  # device_ids + NCCL on CUDA
-        streams, popularity, train_inputs = [], {}, {}
-        for sup in job.sups:  # the same loaders in the same order on every rank
-            train_input = train_inputs[sup.key] = sup.ablp_input("train")
-            popularity[sup.key] = sup.popularity(train_input).to(device.torch_device)
-            train = DistABLPLoader(job.ds, list(args.num_neighbors), train_input,
-                                   batch_size=args.batch_size, shuffle=True, drop_last=True,
-                                   supervision_edge_type=sup.key,
-                                   num_workers=args.sampling_workers,
-                                   hard_negatives_per_anchor=_hard_per_anchor(job, sup, args))
-            negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
-                                           sup.node_input(sup.label_ids()),
-                                           batch_size=args.num_random_negatives, shuffle=True,
-                                           num_workers=args.sampling_workers) \
-                if args.num_random_negatives else None
-            streams.append((sup, EpochStream(train, sup.steps_per_epoch(train_input,
-                                                                         args.batch_size)),
-                            EpochStream(negatives) if negatives is not None else None))
+        streams, popularity, train_inputs = _open_streams(job, args, device.torch_device)
     # the other ranks wait in a collective while one fits: stay well inside its timeout
     evaluator = Evaluator(job, args, fit_budget_s=info.runtime.cluster_init_timeout_s / 3)
-    with tlog.phase("baselines"):
-        evaluator.fit_baselines(train_inputs)
-    history = []
-    stopper = EarlyStopping(args.early_stopping_patience)
-    stopped_early = False  # True when early stopping ended training before max_steps / max_epochs
-    wait_s = compute_s = loss_sum = 0.0
-    hard = {sup.key: 0 for sup, _, _ in streams if _hard_per_anchor(job, sup, args)}
-    first = streams[0][1]
+    hard = {s.sup.key: 0 for s in streams if _hard_per_anchor(job, s.sup, args)}
+    return _Run(args=args, job=job, cfg=cfg, model=model, ddp=ddp, optimizer=optimizer,
+                streams=streams, popularity=popularity, train_inputs=train_inputs,
+                evaluator=evaluator, tlog=tlog, ckpt_dir=RunPaths(run_dir).checkpoint, rank=rank,
+                step=step, start_step=step, stopper=EarlyStopping(args.early_stopping_patience),
+                hard=hard)
 
-    def epochs_left() -> bool:  # max_epochs counts the first supervision type's epochs
-        return not args.max_epochs or first.epochs_done + first.epoch_full() < args.max_epochs
 
-    while step < args.max_steps and epochs_left():
-        t0 = time.perf_counter()
-        batches = [(sup, train.next(), negatives.next() if negatives else None)
-                   for sup, train, negatives in streams]
-        t1 = time.perf_counter()
-        loss = 0
-        for sup, batch, neg in batches:
-            sup_loss, drawn = _loss(ddp, job, sup, batch, neg, args, popularity[sup.key])
-            loss = loss + sup_loss
-            if sup.key in hard:
-                hard[sup.key] += drawn
-        optimizer.zero_grad()
-        loss.backward()
-        set_lr(optimizer, args.lr * lr_factor(step, args.max_steps, args.lr_schedule,
-                                              args.warmup_steps))
-        optimizer.step()
-        step += 1
-        t2 = time.perf_counter()
-        wait_s += t1 - t0
-        compute_s += t2 - t1
-        tlog.step_times(t1 - t0, t2 - t1)
-        loss_sum += float(loss)
-        if step % args.log_every_steps == 0 and rank == 0:
-            total = wait_s + compute_s
-            mean = loss_sum / args.log_every_steps
-            log.info("step=%d loss=%.4f batches_per_s=%.1f wait_share=%.2f%s", step, mean,
-                     args.log_every_steps / total, wait_s / total,
-                     "".join(f" hard_negatives.{k}={n}" for k, n in hard.items()))
-            tlog.interval(step, mean, args.log_every_steps / total, wait_s / total)
-        if step % args.log_every_steps == 0:
-            wait_s = compute_s = loss_sum = 0.0
-        last = step >= args.max_steps or not epochs_left()
-        if step % args.val_every_steps == 0 and step < args.max_steps or last and stopper.patience \
-                and (not history or history[-1]["step"] != step):  # the end scores test
-            _validate(evaluator, model, step, history, stopper, tlog, rank,
-                      lambda: _save(ckpt_dir, model, optimizer, cfg, args, step,
-                                    {"val_history": history}))
-            if stopper.should_stop() and not last:
-                stopped_early = True
+def _model_config(job: Job, args: TrainerArgs) -> ModelConfig:
+    dims = {nt: job.meta.node_feature_dims[nt] for nt in job.meta.node_types}
+    return ModelConfig(node_feature_dims=dims, edge_types=job.edge_types,
+                       hidden_dim=args.hidden_dim, out_dim=args.out_dim,
+                       num_layers=args.num_layers, decoder=args.decoder, dropout=args.dropout,
+                       id_embedding_counts=id_embedding_counts(
+                           args.id_embeddings, job.meta.node_counts, args.id_embedding_max_nodes))
+
+
+def _open_streams(job: Job, args: TrainerArgs, device: torch.device
+                  ) -> tuple[list[_Stream], dict[EdgeType, torch.Tensor], dict[EdgeType, Any]]:
+    """Per supervision type (manifest order): its train ABLP loader and random-negative loader,
+    the label nodes' popularity, and the training input."""
+    from graphstore.dataset.loaders import DistABLPLoader, DistNeighborLoader
+
+    streams, popularity, train_inputs = [], {}, {}
+    for sup in job.sups:
+        train_input = train_inputs[sup.key] = sup.ablp_input("train")
+        popularity[sup.key] = sup.popularity(train_input).to(device)
+        train = DistABLPLoader(job.ds, list(args.num_neighbors), train_input,
+                               batch_size=args.batch_size, shuffle=True, drop_last=True,
+                               supervision_edge_type=sup.key, num_workers=args.sampling_workers,
+                               hard_negatives_per_anchor=_hard_per_anchor(job, sup, args))
+        negatives = DistNeighborLoader(job.ds, list(args.num_neighbors),
+                                       sup.node_input(sup.label_ids()),
+                                       batch_size=args.num_random_negatives, shuffle=True,
+                                       num_workers=args.sampling_workers) \
+            if args.num_random_negatives else None
+        streams.append(_Stream(sup, EpochStream(train, sup.steps_per_epoch(train_input,
+                                                                           args.batch_size)),
+                               EpochStream(negatives) if negatives is not None else None))
+    return streams, popularity, train_inputs
+
+
+def _train(run: _Run) -> None:
+    """Steps until ``max_steps`` or ``max_epochs``, validating every ``val_every_steps`` (and at
+    the end with early stopping), stopping early when the validations say so."""
+    args, interval = run.args, _Interval()
+    while run.step < args.max_steps and run.epochs_left():
+        _train_step(run, interval)
+        if run.step % args.log_every_steps == 0:
+            _log_interval(run, interval)
+            interval = _Interval()
+        last = run.step >= args.max_steps or not run.epochs_left()
+        if _validation_due(run, last):
+            _validate(run.evaluator, run.model, run.step, run.history, run.stopper, run.tlog,
+                      run.rank, lambda: run.save({"val_history": run.history}))
+            if run.stopper.should_stop() and not last:
+                run.stopped_early = True
                 log.info("early stop at step=%d: val MRR %.4f at step=%d not beaten in %d "
-                         "validations", step, stopper.best_mrr, stopper.best_step, stopper.misses)
+                         "validations", run.step, run.stopper.best_mrr, run.stopper.best_step,
+                         run.stopper.misses)
                 break
-    tlog.add_phase("training steps", tlog.wait_s + tlog.compute_s)
-    for _, train, negatives in streams:
-        train.close()
-        if negatives is not None:
-            negatives.close()
-    if stopper.best_state is not None:  # early stopping: test (and keep) the best weights
-        model.load_state_dict(stopper.best_state)
-    with tlog.phase("test"):
-        test = evaluator.run(model, "test")
-    evaluator.close()
-    if rank == 0:
-        tlog.evaluation("test", step, test)
-        summary = {"steps": step, "seconds": round(time.perf_counter() - t_start, 1),
-                   "val_history": history, "test": test, "baselines": evaluator.baselines,
-                   **tlog.to_dict(), "protocol": _protocol(args)}
-        if hard:
-            # rank 0's batches: how many hard negatives reached its loss, in all and per step
-            summary["hard_negatives"] = {
-                k: {"per_anchor": args.hard_negatives_per_anchor, "drawn_rank0": n,
-                    "per_step_rank0": round(n / max(step - (resume or {}).get("step", 0), 1), 1)}
-                for k, n in hard.items()}
-        if stopper.patience:
-            summary["early_stopping"] = {"best_step": stopper.best_step,
-                                         "best_val_mrr": stopper.best_mrr,
-                                         "stopped_early": stopped_early}
-        _save(ckpt_dir, model, optimizer, cfg, args, step, summary)
+    run.tlog.add_phase("training steps", run.tlog.wait_s + run.tlog.compute_s)
+
+
+def _train_step(run: _Run, interval: _Interval) -> None:
+    """One optimizer step over every supervision type's batch (DDP all-reduces gradients)."""
+    args = run.args
+    t0 = time.perf_counter()
+    batches = [(s.sup, s.train.next(), s.negatives.next() if s.negatives else None)
+               for s in run.streams]
+    t1 = time.perf_counter()
+    loss = 0
+    for sup, batch, neg in batches:
+        sup_loss, drawn = _loss(run.ddp, run.job, sup, batch, neg, args, run.popularity[sup.key])
+        loss = loss + sup_loss
+        if sup.key in run.hard:
+            run.hard[sup.key] += drawn
+    run.optimizer.zero_grad()
+    loss.backward()
+    set_lr(run.optimizer, args.lr * lr_factor(run.step, args.max_steps, args.lr_schedule,
+                                              args.warmup_steps))
+    run.optimizer.step()
+    run.step += 1
+    t2 = time.perf_counter()
+    interval.wait_s += t1 - t0
+    interval.compute_s += t2 - t1
+    interval.loss_sum += float(loss)
+    run.tlog.step_times(t1 - t0, t2 - t1)
+
+
+def _log_interval(run: _Run, interval: _Interval) -> None:
+    """Rank 0's log line (and TensorBoard point) for the last ``log_every_steps`` steps."""
+    if run.rank != 0:
+        return
+    every = run.args.log_every_steps
+    total = interval.wait_s + interval.compute_s
+    mean = interval.loss_sum / every
+    log.info("step=%d loss=%.4f batches_per_s=%.1f wait_share=%.2f%s", run.step, mean,
+             every / total, interval.wait_s / total,
+             "".join(f" hard_negatives.{k}={n}" for k, n in run.hard.items()))
+    run.tlog.interval(run.step, mean, every / total, interval.wait_s / total)
+
+
+def _validation_due(run: _Run, last: bool) -> bool:
+    """Every ``val_every_steps`` before the last step; with early stopping, also at the end
+    (unless this step was just validated): the best validation's weights are the ones tested."""
+    args = run.args
+    if run.step % args.val_every_steps == 0 and run.step < args.max_steps:
+        return True
+    return bool(last and run.stopper.patience
+                and (not run.history or run.history[-1]["step"] != run.step))
+
+
+def _test_and_save(run: _Run, seconds: Callable[[], float]) -> dict:
+    """Close the training loaders, test (the best validation's weights under early stopping),
+    and on rank 0 write the checkpoint and ``metrics.json``; returns the summary."""
+    for s in run.streams:
+        s.train.close()
+        if s.negatives is not None:
+            s.negatives.close()
+    if run.stopper.best_state is not None:
+        run.model.load_state_dict(run.stopper.best_state)
+    with run.tlog.phase("test"):
+        test = run.evaluator.run(run.model, "test")
+    run.evaluator.close()
+    summary = _summary(run, test, seconds())
+    if run.rank == 0:
+        run.tlog.evaluation("test", run.step, test)
+        run.save(summary)
         for key, r in test["by_supervision_edge_type"].items():
-            log.info("train done steps=%d %s test_mrr=%.4f %s seconds=%.1f", step, key,
+            log.info("train done steps=%d %s test_mrr=%.4f %s seconds=%.1f", run.step, key,
                      r["model"]["mrr"], _baseline_mrrs(r, "test_"), summary["seconds"])
-    shutdown_compute_process()
-    tlog.close()
-    if rank == 0:
-        uri = _report(run_dir, data_root, job, evaluator, summary)
-        log.info("report written: %s", uri)
+    return summary
+
+
+def _summary(run: _Run, test: dict, seconds: float) -> dict:
+    """``metrics.json``: steps, time, every validation, test, baselines, phases, protocol; the
+    hard negatives rank 0's batches drew; the early stopping outcome."""
+    args, stopper = run.args, run.stopper
+    summary = {"steps": run.step, "seconds": round(seconds, 1), "val_history": run.history,
+               "test": test, "baselines": run.evaluator.baselines, **run.tlog.to_dict(),
+               "protocol": _protocol(args)}
+    if run.hard:
+        steps = max(run.step - run.start_step, 1)
+        summary["hard_negatives"] = {
+            k: {"per_anchor": args.hard_negatives_per_anchor, "drawn_rank0": n,
+                "per_step_rank0": round(n / steps, 1)} for k, n in run.hard.items()}
+    if stopper.patience:
+        summary["early_stopping"] = {"best_step": stopper.best_step,
+                                     "best_val_mrr": stopper.best_mrr,
+                                     "stopped_early": run.stopped_early}
+    return summary
 
 
 def _validate(evaluator: Evaluator, model, step: int, history: list, stopper: EarlyStopping,

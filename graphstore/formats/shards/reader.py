@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -328,61 +328,66 @@ class ShardSet:
                 f"partition {partition} does not exist in {self.source_uri} "
                 f"(it has {m.num_partitions}: 0..{m.num_partitions - 1})"
             )
-        nodes: dict[str, NodeShard] = {}
-        for nt, info in m.node_types.items():
-            lo, hi = m.node_bounds(nt)[partition:partition + 2]
-            table = self._read_dir(node_dir(partition, nt), verify)
-            ids = np.arange(lo, hi, dtype=np.int64)
-            feats = None if not info.feature_dim else np.empty((hi - lo, info.feature_dim),
-                                                               np.float32)
-            if table is not None:
-                read = table.column("int_id").to_numpy().astype(np.int64, copy=False)
-                rows = _rows_of_range(read, lo, hi, uris.join(self.source_uri,
-                                                              node_dir(partition, nt)))
-                if feats is not None:
-                    feats[rows] = _feature_matrix(table, info.feature_dim)
-            elif hi > lo:
-                raise ShardFormatError(f"{uris.join(self.source_uri, node_dir(partition, nt))}: "
-                                       f"no files, but partition {partition} owns {hi - lo} "
-                                       f"{nt!r} nodes ({MANIFEST})")
-            nodes[nt] = NodeShard(ids, feats)
-        edges: dict[str, EdgeShard] = {}
-        for et, info in m.edge_types.items():
-            table = self._read_dir(edge_dir(partition, et), verify)
-            base = m.edge_id_base(et, partition)
-            count = info.counts_per_partition[partition]
-            if table is None:
-                src = dst = np.empty(0, np.int64)
-            else:
-                src = table.column("src").to_numpy().astype(np.int64, copy=False)
-                dst = table.column("dst").to_numpy().astype(np.int64, copy=False)
-            if len(src) != count:
-                raise ShardFormatError(
-                    f"{uris.join(self.source_uri, edge_dir(partition, et))}: {len(src)} rows, "
-                    f"manifest says {count}"
-                )
-            weight = feats = None
-            if info.has_weight:
-                weight = (np.empty(0, np.float32) if table is None
-                          else table.column("weight").to_numpy().astype(np.float32, copy=False))
-            if info.feature_dim:
-                feats = (np.empty((0, info.feature_dim), np.float32) if table is None
-                         else _feature_matrix(table, info.feature_dim))
-            edges[et] = EdgeShard(src, dst, np.arange(base, base + count, dtype=np.int64),
-                                  weight, feats)
-        labels: dict[str, LabelShard] = {}
-        for et, info in m.edge_types.items():
-            if info.labels_per_partition is None:
-                continue
-            if info.labels_from:  # the reverse type's edges, flipped back to (anchor, label)
-                rev = edges[info.labels_from]
-                labels[et] = LabelShard(rev.dst, rev.src)
-                continue
-            table = self._read_dir(label_dir(partition, et), verify)
-            if table is None:
-                labels[et] = LabelShard(np.empty(0, np.int64), np.empty(0, np.int64))
-            else:
-                labels[et] = LabelShard(
-                    table.column("src").to_numpy().astype(np.int64, copy=False),
-                    table.column("dst").to_numpy().astype(np.int64, copy=False))
+        nodes = {nt: self._node_shard(partition, nt, info, verify)
+                 for nt, info in m.node_types.items()}
+        edges = {et: self._edge_shard(partition, et, info, verify)
+                 for et, info in m.edge_types.items()}
+        labels = {et: self._label_shard(partition, et, info, edges, verify)
+                  for et, info in m.edge_types.items() if info.labels_per_partition is not None}
         return PartitionData(partition, nodes, edges, labels)
+
+    def _node_shard(self, partition: int, nt: str, info: Any, verify: bool) -> NodeShard:
+        """Ids (the partition's range) and features (rows placed by id) of one node type."""
+        m = self.manifest
+        lo, hi = m.node_bounds(nt)[partition:partition + 2]
+        table = self._read_dir(node_dir(partition, nt), verify)
+        ids = np.arange(lo, hi, dtype=np.int64)
+        feats = None if not info.feature_dim else np.empty((hi - lo, info.feature_dim), np.float32)
+        if table is not None:
+            read = table.column("int_id").to_numpy().astype(np.int64, copy=False)
+            rows = _rows_of_range(read, lo, hi, uris.join(self.source_uri, node_dir(partition, nt)))
+            if feats is not None:
+                feats[rows] = _feature_matrix(table, info.feature_dim)
+        elif hi > lo:
+            raise ShardFormatError(f"{uris.join(self.source_uri, node_dir(partition, nt))}: "
+                                   f"no files, but partition {partition} owns {hi - lo} "
+                                   f"{nt!r} nodes ({MANIFEST})")
+        return NodeShard(ids, feats)
+
+    def _edge_shard(self, partition: int, et: str, info: Any, verify: bool) -> EdgeShard:
+        """Ends, ids (the partition's id range), weights and features of one edge type."""
+        m = self.manifest
+        table = self._read_dir(edge_dir(partition, et), verify)
+        base = m.edge_id_base(et, partition)
+        count = info.counts_per_partition[partition]
+        if table is None:
+            src = dst = np.empty(0, np.int64)
+        else:
+            src = table.column("src").to_numpy().astype(np.int64, copy=False)
+            dst = table.column("dst").to_numpy().astype(np.int64, copy=False)
+        if len(src) != count:
+            raise ShardFormatError(
+                f"{uris.join(self.source_uri, edge_dir(partition, et))}: {len(src)} rows, "
+                f"manifest says {count}"
+            )
+        weight = feats = None
+        if info.has_weight:
+            weight = (np.empty(0, np.float32) if table is None
+                      else table.column("weight").to_numpy().astype(np.float32, copy=False))
+        if info.feature_dim:
+            feats = (np.empty((0, info.feature_dim), np.float32) if table is None
+                     else _feature_matrix(table, info.feature_dim))
+        return EdgeShard(src, dst, np.arange(base, base + count, dtype=np.int64), weight, feats)
+
+    def _label_shard(self, partition: int, et: str, info: Any, edges: dict[str, EdgeShard],
+                     verify: bool) -> LabelShard:
+        """(anchor, label) pairs of one supervision type: its label files, or the reverse
+        type's edges flipped back (``labels_from``)."""
+        if info.labels_from:
+            rev = edges[info.labels_from]
+            return LabelShard(rev.dst, rev.src)
+        table = self._read_dir(label_dir(partition, et), verify)
+        if table is None:
+            return LabelShard(np.empty(0, np.int64), np.empty(0, np.int64))
+        return LabelShard(table.column("src").to_numpy().astype(np.int64, copy=False),
+                          table.column("dst").to_numpy().astype(np.int64, copy=False))
