@@ -9,6 +9,8 @@ partitions the trainer's storage served).
 
 from __future__ import annotations
 
+import logging
+
 import re
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal, Mapping
@@ -106,12 +108,16 @@ class PoolConfig(Model):
         return self
 
 
-DatasetMode = Literal["graph_store", "replicated"]
-DATASET_MODES: tuple[str, ...] = ("graph_store", "replicated")
+DatasetMode = Literal["graph_store", "colocated", "replicated"]
+DATASET_MODES: tuple[str, ...] = ("graph_store", "colocated", "replicated")
+VERTEX_MODES: tuple[str, ...] = ("graph_store", "replicated")
+"""Colocated runs on this machine only: a Vertex AI job has a storage pool or the graph file."""
 MODE_DESCRIPTION = (
     "Where the graph lives while the stage runs. `graph_store`: storage machines hold the "
-    "partitions and serve sampling over RPC (with no storage machines, each compute machine holds one "
-    "partition: colocated). `replicated`: every compute machine holds the whole graph as one "
+    "partitions and serve sampling over RPC. `colocated` (this machine only): no storage "
+    "processes; each compute machine holds one partition and samples it in-process (partitions = "
+    "`num_compute_machines`; written `num_storage_processes: 0` before, which still loads, with a "
+    "note). `replicated`: every compute machine holds the whole graph as one "
     "memory-mapped file on its local disk (written after partitioning, `<run>/graph/graph.bin`) and "
     "samples locally (in each worker, or in Ray Data read tasks: `trainerArgs.sampling_workers`); the "
     "compute machines form one Ray cluster and train with Ray "
@@ -123,11 +129,14 @@ def _mode_field() -> Any:
     return Field("graph_store", description=MODE_DESCRIPTION)
 
 
+_log = logging.getLogger(__name__)
+
+
 class VertexGraphStoreConfig(Model):
     """A graph-store job on Vertex AI: storage machines and compute machines (or, replicated, compute
     machines only)."""
 
-    mode: Choice(*DATASET_MODES) = _mode_field()
+    mode: Choice(*VERTEX_MODES) = _mode_field()
     graph_store_pool: PoolConfig | None = Field(None, description=(
         "Storage machines (memory-heavy); `num_replicas` is the storage count. Required in "
         "`graph_store` mode; not set in `replicated` mode (no storage machines)."))
@@ -153,13 +162,13 @@ class LocalGraphStoreConfig(Model):
     """A graph-store job as processes on this machine."""
 
     doc_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({
-        "num_storage_processes": "2 (`graph_store`), 0 (`replicated`)"})
+        "num_storage_processes": "2 (`graph_store`), 0 (`colocated`, `replicated`)"})
 
     mode: Choice(*DATASET_MODES) = _mode_field()
     num_storage_processes: Int(0) | None = Field(None, description=(
-        "Storage processes = partitions. `0` runs colocated: no storage processes, each compute machine "
-        "holds one partition (partitions = `num_compute_machines`). Null: 2 in `graph_store` mode; "
-        "`replicated` mode has none (only 0 may be given)."))
+        "Storage processes = partitions, in `graph_store` mode (null: 2). `colocated` and "
+        "`replicated` modes have none (only 0 may be given). `0` in `graph_store` mode is the old "
+        "way of writing `mode: colocated`: it still runs colocated, with a note."))
     num_compute_machines: Int(1) = Field(1, description=(
         "Simulated compute machines (one parent process each; in `replicated` mode, one Ray node each: "
         "1 runs an embedded `ray.init()`, more form a Ray cluster on 127.0.0.1)."))
@@ -170,16 +179,26 @@ class LocalGraphStoreConfig(Model):
         """``num_storage_processes``, or its default for the mode."""
         if self.num_storage_processes is not None:
             return self.num_storage_processes
-        return 0 if self.mode == "replicated" else 2
+        return 2 if self.mode == "graph_store" else 0
+
+    @property
+    def effective_mode(self) -> DatasetMode:
+        """``mode``, with the old form of colocated (``graph_store`` and no storage processes)
+        read as ``colocated``."""
+        return "colocated" if self.mode == "graph_store" and self.storage_processes == 0 else self.mode
 
     @model_validator(mode="after")
-    def _no_storage_when_replicated(self) -> LocalGraphStoreConfig:
-        if self.mode == "replicated" and self.num_storage_processes:
+    def _storage_by_mode(self) -> LocalGraphStoreConfig:
+        if self.mode != "graph_store" and self.num_storage_processes:
             issues = Issues()
+            why = ("every compute machine holds one partition" if self.mode == "colocated"
+                   else "every compute machine holds the graph file")
             issues.bad(("num_storage_processes",), self.num_storage_processes,
-                       "must be 0 (or unset) in mode 'replicated': no storage processes, every compute "
-                       "machine holds the graph file")
+                       f"must be 0 (or unset) in mode {self.mode!r}: no storage processes, {why}")
             issues.raise_any()
+        if self.mode == "graph_store" and self.num_storage_processes == 0:
+            _log.warning("note: num_storage_processes: 0 under mode graph_store runs colocated; "
+                         "write mode: colocated instead (and drop num_storage_processes)")
         return self
 
 
@@ -196,8 +215,9 @@ class StageResources(Model):
 
     @property
     def mode(self) -> DatasetMode:
-        """``graph_store`` or ``replicated`` (the ``mode`` key of the one that is set)."""
-        return (self.vertex or self.local).mode
+        """``graph_store``, ``colocated`` or ``replicated``: the ``mode`` key of the one that is
+        set (the old form of colocated, ``num_storage_processes: 0``, reads as ``colocated``)."""
+        return self.vertex.mode if self.vertex is not None else self.local.effective_mode
 
     @property
     def replicated(self) -> bool:
@@ -231,7 +251,7 @@ class StageResources(Model):
     @property
     def colocated(self) -> bool:
         """No storage processes: each compute machine holds one partition itself."""
-        return self.num_storage == 0 and not self.replicated
+        return self.mode == "colocated"
 
     @property
     def num_partitions(self) -> int:

@@ -200,3 +200,27 @@ def test_replicated_dataset_pickles_as_paths_and_refuses_a_missing_view(built, t
 
     with pytest.raises(UsageError, match="no 'train' view"):
         ReplicatedDataset(no_split.graph, view="train")
+
+
+def test_colocated_is_a_mode_and_its_old_form_still_loads_with_a_note(tmp_path, caplog):
+    res = load_resource_config(CONFIGS / "resource_local_colocated.yaml")
+    assert (res.trainer.mode, res.trainer.num_storage, res.num_partitions) == ("colocated", 0, 2)
+    assert res.trainer.colocated and not res.trainer.replicated
+    with caplog.at_level("WARNING", logger="graphstore.config.resource_schema"):
+        old = load_resource_config(_resource(tmp_path, {"local_graph_store_config": {
+            "num_storage_processes": 0, "num_compute_machines": 2}}))
+    assert (old.trainer.mode, old.trainer.colocated, old.num_partitions) == ("colocated", True, 2)
+    notes = [r.getMessage() for r in caplog.records]
+    assert notes and all("write mode: colocated instead" in n for n in notes), notes
+    local = "trainer_resource_config.local_graph_store_config"
+    bad = _problems(_resource(tmp_path, {"local_graph_store_config": {
+        "mode": "colocated", "num_storage_processes": 2}}))
+    assert bad[0][0] == f"{local}.num_storage_processes" and "mode 'colocated'" in bad[0][1]
+    bad = _problems(_resource(tmp_path, {"local_graph_store_config": {"mode": "colocated"}},
+                              {"local_graph_store_config": {}}))
+    assert bad[0][0] == "inferencer_resource_config.local_graph_store_config.mode"
+    assert "trainer's mode 'colocated'" in bad[0][1]
+    vertex = {"vertex_ai_graph_store_trainer_config": {
+        "mode": "colocated", "compute_pool": {"machine_type": "n1-standard-16"}}}
+    bad = _problems(_resource(tmp_path, vertex))
+    assert bad[0][0] == "trainer_resource_config.vertex_ai_graph_store_trainer_config.mode", bad
