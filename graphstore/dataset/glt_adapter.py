@@ -76,6 +76,9 @@ FETCH_REPORT_S = 30.0
 """A batch fetch still waiting after this long logs its producer's state once (workers that
 finished the epoch, workers alive, the channel empty): a stall explains itself in the storage
 session's log (:func:`_fetch_one_sampled_message`)."""
+RECEIVE_WAIT_S = 0.5
+"""How long a fetch waits for its channel (its lock, then a message) before it looks again
+whether the epoch is over."""
 FETCH_CHECK_S = 2.0
 """A waiting fetch looks at its producer's sampling workers this often."""
 _worker_check = threading.Lock()
@@ -146,7 +149,9 @@ def prepare_sampling_server(producer_join_s: float) -> None:
       sampling worker has counted the epoch as done; a worker process that died never counts it,
       so GLT's fetch waited until the client's ``rpcTimeoutS`` with no word on the server. The
       replacement (:func:`_fetch_one_sampled_message`) fails the fetch naming the dead worker and
-      logs a long wait once.
+      logs a long wait once. It also lets one fetch at a time receive from a producer's channel:
+      GLT's fetches, several per loader at once, could claim a message never written and hang
+      (:func:`_next_message`).
     """
     check_glt_version()
     from graphlearn_torch.distributed import dist_sampling_producer
@@ -215,7 +220,8 @@ def _create_sampling_producer(server: Any, sampler_input: Any, sampling_config: 
 def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool]:
     """GLT 0.2.4's ``DistServer.fetch_one_sampled_message``: the producer's next message, or
     ``(None, True)`` once every sampling worker finished the epoch and the channel is empty; an
-    unknown producer gives ``(None, False)``, as in GLT. Added: while it waits, every
+    unknown producer gives ``(None, False)``, as in GLT. Added: one fetch at a time receives
+    from the producer's channel (:func:`_next_message`); while it waits, every
     :data:`FETCH_CHECK_S` it looks at the producer's workers; one that exited before the producer
     was shut down fails the fetch with a ``RuntimeFailure`` naming it (the client raises it with
     this server named); a fetch still running after :data:`FETCH_REPORT_S`, wherever it is
@@ -224,24 +230,51 @@ def _fetch_one_sampled_message(server: Any, producer_id: int) -> tuple[Any, bool
     if producer is None:
         _log.warning("batch fetch for unknown sampling producer %d", producer_id)
         return None, False
+    buffer = server._msg_buffer_pool.get(producer_id, None)
     with _fetch_watch.watching(producer_id, producer):
-        if producer.is_all_sampling_completed_and_consumed():
+        if _epoch_done(producer, buffer):
             return None, True
-        return _next_message(producer_id, producer, server._msg_buffer_pool.get(producer_id, None))
+        return _next_message(producer_id, producer, buffer)
+
+
+def _epoch_done(producer: Any, buffer: Any) -> bool:
+    """Every sampling worker of ``producer`` finished the epoch and its channel ``buffer`` holds
+    nothing, checked in that order: a worker counts the epoch done after its last send, so a
+    channel found empty then stays empty. (GLT 0.2.4 looks at the channel first: a worker's
+    last send and count between the two looks ended the epoch with a message left behind, read
+    as the next epoch's first.)"""
+    return producer.is_all_sampling_completed() and buffer.empty()
 
 
 def _next_message(producer_id: int, producer: Any, buffer: Any) -> tuple[Any, bool]:
     """The next message of ``producer``'s channel ``buffer``, or ``(None, True)`` at the end of
-    its epoch; raises when one of its sampling workers died (:func:`_fetch_one_sampled_message`)."""
+    its epoch; raises when one of its sampling workers died (:func:`_fetch_one_sampled_message`).
+
+    One fetch at a time receives from a channel (the lock :func:`_receiving`): GLT 0.2.4's
+    shared-memory queue is not safe for two readers. ``ShmQueue::Dequeue`` checks that a
+    message is there and claims the next block id in two steps, so two fetches polling one
+    channel can both pass the check for its one message; the second then waits, past its
+    timeout, for a block that is written only when a worker sends again. After an epoch's last
+    message nobody does (the client waits for that fetch before it starts the next epoch): the
+    fetch hung until the client's ``rpcTimeoutS``, with every worker done and the channel
+    "not empty" (its read id past its write id). The client keeps ``prefetch_size`` fetches in
+    flight per server, so every loader had several readers; measured on a bare channel with 4
+    reader threads: 6 such claims in 10 364 messages, none with the lock
+    (tests/unit/test_glt_adapter.py)."""
     from graphlearn_torch.channel import QueueTimeoutError
 
+    receiving = _receiving(buffer)
     last_check = time.monotonic()
     while True:
-        try:
-            return buffer.recv(timeout_ms=500), False
-        except QueueTimeoutError:
-            if producer.is_all_sampling_completed():
-                return None, True
+        if receiving.acquire(timeout=RECEIVE_WAIT_S):
+            try:
+                return buffer.recv(timeout_ms=int(RECEIVE_WAIT_S * 1000)), False
+            except QueueTimeoutError:
+                pass
+            finally:
+                receiving.release()
+        if _epoch_done(producer, buffer):
+            return None, True
         now = time.monotonic()
         if now - last_check < FETCH_CHECK_S or producer._shutdown:
             continue
@@ -255,6 +288,12 @@ def _next_message(producer_id: int, producer: Any, buffer: Any) -> tuple[Any, bo
             raise RuntimeFailure(
                 f"sampling producer {producer_id}: sampling worker {rank} (pid {pid}) exited with "
                 f"code {code} before finishing the epoch (see this storage session's log)")
+
+
+def _receiving(buffer: Any) -> threading.Lock:
+    """The lock a fetch holds while it receives from ``buffer`` (:func:`_next_message`), kept on
+    the channel object (one per sampling producer)."""
+    return buffer.__dict__.setdefault("_graphstore_receiving", threading.Lock())
 
 
 class _FetchWatch:

@@ -3,10 +3,7 @@ metadata) and that applying every workaround twice is harmless (real GLT, real R
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -196,3 +193,66 @@ def test_a_loader_waiting_long_for_a_batch_names_its_unanswered_fetches(monkeypa
     assert reports[0].startswith("graph-store loader: no batch for 0 s; fetches unanswered: "
                                  "storage rank 1 (producer 4): 2, oldest 4")  # ~40 s
     assert "in _get" in capfd.readouterr().err
+
+
+class _Server:
+    """What a batch fetch reads of GLT's ``DistServer``: one producer (id 0) and its channel."""
+
+    def __init__(self, producer: Any, channel: Any) -> None:
+        self._producer_pool, self._msg_buffer_pool = {0: producer}, {0: channel}
+
+
+def test_fetches_polling_one_channel_never_claim_a_message_that_was_not_sent(monkeypatch):
+    """Eight fetches wait on one producer's real GLT channel (the client keeps several in flight
+    per server) while messages arrive one at a time. After each message is fetched the channel
+    must read empty: GLT 0.2.4's queue lets a second reader claim the next, unwritten block (its
+    "empty" then reads False), and that reader waits for a message that, after an epoch's last
+    one, never comes: the fetch hung until the client's rpcTimeoutS. With GLT's plain receive in
+    place of the fetch's lock (every fetch its own lock), this test failed 4 of 5 runs at 4 000
+    messages here (2-3 such claims each).
+    At the end of the epoch every fetch answers "end of epoch"."""
+    import threading
+    import time
+
+    import torch
+    from graphlearn_torch.channel import ShmChannel
+
+    from graphstore.dataset import glt_adapter
+
+    monkeypatch.setattr(glt_adapter, "RECEIVE_WAIT_S", 0.005)
+    producer, channel = _Producer(), ShmChannel(64, 1 << 20)
+    producer.sampling_completed_worker_count = type("Count", (), {"value": 0})()
+    producer.num_workers, producer._shutdown = 1, False
+    producer.is_all_sampling_completed = lambda: producer.sampling_completed_worker_count.value == 1
+    server, fetched, ends, errors = _Server(producer, channel), threading.Semaphore(0), [], []
+
+    def fetch_until_the_epoch_ends() -> None:
+        try:
+            while True:
+                msg, end = glt_adapter._fetch_one_sampled_message(server, 0)
+                if end:
+                    ends.append(msg)
+                    return
+                del msg  # as the server does once the reply is sent: the channel frees its block
+                fetched.release()
+        except BaseException as exc:  # noqa: BLE001 (asserted below)
+            errors.append(exc)
+
+    fetches = [threading.Thread(target=fetch_until_the_epoch_ends, daemon=True) for _ in range(8)]
+    for t in fetches:
+        t.start()
+    claimed_unsent = 0
+    message = {"x": torch.zeros(1)}
+    for _ in range(6000):
+        channel.send(message)
+        assert fetched.acquire(timeout=10), "a sent message was not fetched"
+        if not channel.empty():
+            claimed_unsent += 1
+            channel.send(message)  # the block a fetch claimed: it returns
+            assert fetched.acquire(timeout=10)
+    producer.sampling_completed_worker_count.value = 1  # the worker finished the epoch
+    deadline = time.monotonic() + 10
+    for t in fetches:
+        t.join(max(0.0, deadline - time.monotonic()))
+    assert claimed_unsent == 0
+    assert not errors and ends == [None] * 8 and not any(t.is_alive() for t in fetches)
