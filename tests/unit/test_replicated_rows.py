@@ -61,3 +61,37 @@ def test_train_view_without_supervision_edges_samples_none_of_them(tmp_path):
                 assert d[et].edge_index.shape[1] == 0
     assert np.all(GraphFile.open(built.graph).array(
         g.header.edge_types["user__buys__item"].views["full"].indptr)[-1] > 0)
+
+
+def test_features_come_from_the_file_beside_the_graph_unless_a_path_is_given(tmp_path, caplog):
+    """Seed 004's snippet passes no ``features_path``: the features file the partition task wrote
+    beside the graph file is used; an explicit path wins; a graph file alone samples ``x=None``
+    and says so once."""
+    import shutil
+
+    from graphstore.modes.replicated.datasource import sample_batches, sampling_plan
+    from graphstore.modes.replicated.graph_file import FeatureFile
+
+    built = build(tmp_path / "run", kind="hetero")
+    x = FeatureFile.open(built.features).x("item")
+    plan = sampling_plan(built.graph, [3, 2], "item", batch_size=40)
+    assert plan.features_path == built.features
+    batch = next(sample_batches(plan))
+    assert torch.equal(batch["item"].x, x[batch["item"].n_id])
+
+    other = tmp_path / "elsewhere" / "item_features.bin"
+    other.parent.mkdir()
+    shutil.copy(built.features, other)
+    assert sampling_plan(built.graph, [3, 2], "item", batch_size=40,
+                         features_path=str(other)).features_path == str(other)
+
+    alone = tmp_path / "alone" / "graph.bin"
+    alone.parent.mkdir()
+    shutil.copy(built.graph, alone)
+    with caplog.at_level("INFO", logger="graphstore.modes.replicated.datasource"):
+        plan = sampling_plan(str(alone), [3, 2], "item", batch_size=40)
+        batches = list(sample_batches(plan))
+    assert plan.features_path is None and batches and all("x" not in b["item"] for b in batches)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"{alone}: the graph has node features but no features.bin beside it; "
+                    "batches have x=None (pass features_path)"]

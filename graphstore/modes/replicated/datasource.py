@@ -37,6 +37,7 @@ the file has it, else ``"full"``; inference passes ``view="full"``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -44,6 +45,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from graphstore.runtime.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 _SPLITS = (None, "train", "val", "test")
 
@@ -172,6 +175,8 @@ def sampling_plan(graph_path: str, num_neighbors: Sequence[int] | dict, input_no
 
     graph_path = os.path.abspath(os.fspath(graph_path))
     graph = GraphFile.open(graph_path)
+    if features_path is None:
+        features_path = features_beside(graph, graph_path)
     if features_path is not None:
         features_path = os.path.abspath(os.fspath(features_path))
         FeatureFile.open(features_path).check_matches(graph)
@@ -182,6 +187,25 @@ def sampling_plan(graph_path: str, num_neighbors: Sequence[int] | dict, input_no
             or rows_per_block < 1:
         raise UsageError(f"rows_per_block must be an integer >= 1, got {rows_per_block!r}")
     return dataclasses.replace(plan, rows_per_block=rows_per_block)
+
+
+def features_beside(graph: Any, graph_path: str) -> str | None:
+    """The features file to sample with when no ``features_path`` is given: the one the
+    partition task writes beside the graph file (``features.bin`` in its folder,
+    graphstore.formats.run_paths) when the graph has node features and that file is there;
+    None otherwise, logged once per dataset (its batches have ``x=None``)."""
+    from graphstore.formats.run_paths import FEATURES_FILE
+
+    dims = graph.metadata.node_feature_dims
+    beside = os.path.join(os.path.dirname(graph_path), FEATURES_FILE)
+    if not any(dims.values()):
+        log.info("%s: the graph has no node features; batches have x=None", graph_path)
+        return None
+    if not os.path.exists(beside):
+        log.warning("%s: the graph has node features but no %s beside it; batches have x=None "
+                    "(pass features_path)", graph_path, FEATURES_FILE)
+        return None
+    return beside
 
 
 def sample_batches(plan: _Plan) -> Iterator[Any]:
