@@ -51,11 +51,13 @@ import collections
 import contextlib
 import importlib.metadata
 import logging
+import os
 import queue
 import re
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from graphstore.runtime.errors import RuntimeFailure
@@ -395,6 +397,46 @@ def server_session_finished() -> bool:
 
     server = get_server()
     return server is None or bool(getattr(server, "_exit", False))
+
+
+# -- sampling workers: a failed batch ends the worker ----------------------------------------------
+EXIT_FAILED_BATCH = 1
+"""The exit code of a sampling worker one of whose batches raised (:func:`exit_on_failed_batch`)."""
+
+
+def exit_on_failed_batch(exit_process: Callable[[int], None] = os._exit) -> None:
+    """Make a sampling batch that raises end its worker process instead of being lost. Idempotent.
+
+    GLT 0.2.4 samples each batch as a coroutine (``ConcurrentEventLoop.add_task``) and, when it
+    raises, only logs ``coroutine task failed: <message>``, without a traceback: the batch is
+    lost, the worker still counts its epoch done, and the loader yields one batch fewer with no
+    error (GiGL found the same, Snapchat/GiGL PR 693). Here the traceback is logged and the
+    worker exits with :data:`EXIT_FAILED_BATCH`; the storage session's fetch then fails naming
+    that worker (:func:`_next_message`), and the compute rank with it. Installed in every
+    graph-store sampling worker by its forkserver (``graphstore.dataset.sampling_worker``);
+    ``exit_process`` is for tests."""
+    import asyncio
+
+    check_glt_version()
+    from graphlearn_torch.distributed.event_loop import ConcurrentEventLoop
+
+    def add_task(loop: Any, coro: Any, callback: Any = None) -> None:
+        def on_done(f: Any) -> None:
+            try:
+                result = f.result()
+                if callback is not None:
+                    callback(result)
+            except Exception:  # noqa: BLE001 (logged with its traceback, then the worker ends)
+                _log.exception("sampling worker (pid %d): a batch failed; ending this worker so "
+                               "that its producer's fetch fails naming it", os.getpid())
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                exit_process(EXIT_FAILED_BATCH)
+            loop._sem.release()
+        loop._sem.acquire()
+        asyncio.run_coroutine_threadsafe(coro, loop._loop).add_done_callback(on_done)
+
+    ConcurrentEventLoop.add_task = add_task
 
 
 def set_no_node_labels(dataset: Any) -> None:
@@ -795,7 +837,7 @@ def __getattr__(name: str) -> type:
 
 __all__ = [
     "FailFastReceivingChannel", "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput",
-    "LabeledEdgeInput", "check_glt_version", "default_store",
+    "LabeledEdgeInput", "check_glt_version", "default_store", "exit_on_failed_batch",
     "glt_version_problem", "init_dist_loader", "installed_glt_version", "prepare_sampling_server",
     "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
 ]

@@ -35,10 +35,12 @@ from types import ModuleType
 from typing import Any
 
 SAMPLING_PRELOAD = ("graphlearn_torch.distributed.dist_sampling_producer", "graphstore.runtime.rendezvous",
-                    "graphstore.runtime.stack_dumps")
+                    "graphstore.runtime.stack_dumps", "graphstore.dataset.sampling_worker")
 """What a GLT sampling worker imports; the forkserver imports it once. graphstore.runtime.rendezvous makes
 the RPC store a worker hosts (the first worker of a loader) listen on loopback in local mode;
-graphstore.runtime.stack_dumps lets a stalled fetch ask the worker for its stacks."""
+graphstore.runtime.stack_dumps lets a stalled fetch ask the worker for its stacks;
+graphstore.dataset.sampling_worker ends a worker whose batch raised (named as a module: this layer
+does not import the dataset layer)."""
 
 
 def _preloaded_context():

@@ -1,5 +1,5 @@
 """graphstore.dataset.glt_adapter: the GLT version check (both branches, with real installed-package
-metadata) and that applying every workaround twice is harmless (real GLT, real RPC on loopback)."""
+metadata), the storage fetch on a real GLT channel, a failed sampling batch, and the stall reports."""
 
 from __future__ import annotations
 
@@ -256,3 +256,34 @@ def test_fetches_polling_one_channel_never_claim_a_message_that_was_not_sent(mon
         t.join(max(0.0, deadline - time.monotonic()))
     assert claimed_unsent == 0
     assert not errors and ends == [None] * 8 and not any(t.is_alive() for t in fetches)
+
+
+def test_a_sampling_batch_that_raises_ends_its_worker_with_the_traceback(monkeypatch, caplog):
+    """GLT only logs "coroutine task failed" and loses the batch; a graph-store sampling worker
+    (which imports graphstore.dataset.sampling_worker) logs the traceback and exits instead."""
+    from graphlearn_torch.distributed.event_loop import ConcurrentEventLoop
+
+    from graphstore.dataset import glt_adapter
+
+    monkeypatch.setattr(ConcurrentEventLoop, "add_task", ConcurrentEventLoop.add_task)  # restored after
+    exits: list[int] = []
+    glt_adapter.exit_on_failed_batch(exit_process=exits.append)
+    loop, delivered = ConcurrentEventLoop(2), []
+
+    async def batch(fail: bool) -> str:
+        if fail:
+            raise ValueError("no feature row for node 7")
+        return "batch"
+
+    loop.start_loop()
+    with caplog.at_level("ERROR", logger="graphstore.dataset.glt_adapter"):
+        loop.add_task(batch(False), callback=delivered.append)
+        loop.wait_all()
+        assert delivered == ["batch"] and exits == []
+        loop.add_task(batch(True), callback=delivered.append)
+        loop.wait_all()
+    loop.shutdown_loop()
+    assert exits == [glt_adapter.EXIT_FAILED_BATCH] and delivered == ["batch"]
+    (record,) = caplog.records
+    assert "a batch failed; ending this worker" in record.getMessage()
+    assert "ValueError: no feature row for node 7" in caplog.text  # the traceback, not one line

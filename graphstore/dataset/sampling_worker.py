@@ -1,0 +1,7 @@
+"""Imported by the forkserver every graph-store sampling worker is forked from
+(graphstore.runtime.processes.SAMPLING_PRELOAD): a batch that raises ends its worker, naming the
+error, instead of being lost (graphstore.dataset.glt_adapter.exit_on_failed_batch)."""
+
+from graphstore.dataset import glt_adapter
+
+glt_adapter.exit_on_failed_batch()
