@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import psutil
 import pyarrow as pa
 import pytest
