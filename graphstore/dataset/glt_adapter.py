@@ -18,6 +18,8 @@ what we reach into                     where it is applied
                                        producer's state)
 ``DistServer._exit``                   :func:`server_session_finished` (the storage heartbeat)
 ``DistDataset.node_labels``            :func:`set_no_node_labels` (heterogeneous storage datasets)
+``Graph.lazy_init`` (CPU),             :func:`skip_column_count` (storage sessions, colocated
+``col_count`` / ``edge_count``         compute, graph-store sampling workers)
 ``RangePartitionBook`` fields          :func:`range_partition_book` (every node and edge
                                        partition book: storage datasets, ``fetch_*_partition_book``)
 torch's ``UntypedStorage._new_shared`` :func:`shared_zeros` (every array a storage partition
@@ -437,6 +439,50 @@ def exit_on_failed_batch(exit_process: Callable[[int], None] = os._exit) -> None
         asyncio.run_coroutine_threadsafe(coro, loop._loop).add_done_callback(on_done)
 
     ConcurrentEventLoop.add_task = add_task
+
+
+def skip_column_count() -> None:
+    """Build GLT's CPU graphs without counting their distinct columns. Idempotent.
+
+    GLT 0.2.4's ``Graph.lazy_init`` (CPU mode) calls the C++ ``init_cpu_from_csr``, which keeps
+    the row pointer, columns and edge ids as raw pointers (the Python ``Topology`` keeps the
+    tensors alive) and also counts the distinct columns with ``at::_unique`` over every edge: a
+    sorted copy and its permutation, measured ~2 s and ~200 MiB at the peak per 9 M edges, in
+    the storage session and again in every sampling worker (each rebuilds its graphs), at the
+    moment a loader starts. The count only answers ``Graph.col_count``; the CPU samplers read the
+    pointers and the row count. Here the C++ graph gets the first element of the columns (and
+    of the edge ids and weights: it checks their lengths agree), which holds the same pointer,
+    and ``col_count`` / ``edge_count`` are answered from the topology when asked. Applied by
+    :func:`graphstore.dataset.partition_graph.glt_dataset` (the storage session, colocated
+    compute) and in every graph-store sampling worker (``graphstore.dataset.sampling_worker``).
+    """
+    check_glt_version()
+    import torch
+    from graphlearn_torch import py_graphlearn_torch as pywrap
+    from graphlearn_torch.data.graph import Graph
+
+    if getattr(Graph.lazy_init, "skips_column_count", False):
+        return
+    full_init = Graph.lazy_init
+
+    def lazy_init(self: Any) -> None:
+        if self._graph is not None or self.mode != "CPU":
+            full_init(self)
+            return
+        topo = self.topo
+        head = min(1, topo.indices.numel())  # a view from the first element: the same data_ptr
+        none = torch.empty(0)
+        graph = pywrap.Graph()
+        graph.init_cpu_from_csr(
+            topo.indptr, topo.indices[:head],
+            topo.edge_ids[:head] if topo.edge_ids is not None else none,
+            topo.edge_weights[:head] if topo.edge_weights is not None else none)
+        self._graph = graph
+
+    lazy_init.skips_column_count = True  # type: ignore[attr-defined]
+    Graph.lazy_init = lazy_init
+    Graph.col_count = property(lambda self: int(torch.unique(self.topo.indices).numel()))
+    Graph.edge_count = property(lambda self: int(self.topo.indices.numel()))
 
 
 def set_no_node_labels(dataset: Any) -> None:

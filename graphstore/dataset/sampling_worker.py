@@ -1,7 +1,10 @@
 """Imported by the forkserver every graph-store sampling worker is forked from
 (graphstore.runtime.processes.SAMPLING_PRELOAD): a batch that raises ends its worker, naming the
-error, instead of being lost (graphstore.dataset.glt_adapter.exit_on_failed_batch)."""
+error, instead of being lost (graphstore.dataset.glt_adapter.exit_on_failed_batch), and the
+worker's graphs are built without GLT's count of their distinct columns
+(graphstore.dataset.glt_adapter.skip_column_count)."""
 
 from graphstore.dataset import glt_adapter
 
 glt_adapter.exit_on_failed_batch()
+glt_adapter.skip_column_count()

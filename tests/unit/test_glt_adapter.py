@@ -287,3 +287,45 @@ def test_a_sampling_batch_that_raises_ends_its_worker_with_the_traceback(monkeyp
     (record,) = caplog.records
     assert "a batch failed; ending this worker" in record.getMessage()
     assert "ValueError: no feature row for node 7" in caplog.text  # the traceback, not one line
+
+
+def test_graphs_built_without_the_column_count_sample_the_same_edges():
+    """skip_column_count: the C++ graph gets only the first column (GLT's count of distinct
+    columns would sort every edge), yet it samples every row's neighbours and edge ids as GLT's
+    full build does, and col_count / edge_count still answer the topology's values."""
+    import torch
+    from graphlearn_torch import py_graphlearn_torch as pywrap
+    from graphlearn_torch.data import Graph, Topology
+
+    from graphstore.dataset import glt_adapter
+
+    gen = torch.Generator().manual_seed(7)
+    rows, edges = 60, 500
+    degree = torch.bincount(torch.randint(0, rows - 5, (edges,), generator=gen), minlength=rows)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), degree.cumsum(0)])
+    indices = torch.randint(0, 1000, (edges,), generator=gen)
+    eids = torch.randperm(edges, generator=gen) + 10_000
+    for t in (indptr, indices, eids):  # as storage hands them over: GLT's Graph shares them,
+        t.share_memory_()  # which moves a tensor that is not shared yet (the C++ graph keeps pointers)
+    full = pywrap.Graph()  # GLT's own build: every column, counted
+    full.init_cpu_from_csr(indptr, indices, eids, torch.empty(0))
+
+    glt_adapter.skip_column_count()
+    glt_adapter.skip_column_count()  # idempotent
+    graph = Graph(Topology((indptr, indices), eids, input_layout="CSR", layout="CSR"), mode="CPU")
+    graph.lazy_init()
+    assert graph._graph.get_edge_count() == 1  # the C++ graph holds the first column only
+    assert (graph.row_count, graph.col_count, graph.edge_count) == (
+        full.get_row_count(), full.get_col_count(), edges)
+
+    nodes = torch.arange(rows + 3)  # the last rows have no edges; 3 ids lie past the row count
+    ours = pywrap.CPURandomSampler(graph._graph).sample_with_edge(nodes, -1)
+    glts = pywrap.CPURandomSampler(full).sample_with_edge(nodes, -1)
+    for a, b in zip(ours, glts):
+        assert torch.equal(a, b)
+    nbrs, counts, sampled_eids = pywrap.CPURandomSampler(graph._graph).sample_with_edge(nodes, 3)
+    owner = torch.repeat_interleave(nodes, counts)
+    true_pairs = {(int(r), int(c), int(e)) for r, c, e in zip(
+        torch.repeat_interleave(torch.arange(rows), degree), indices, eids)}
+    assert counts.sum() > 0
+    assert {(int(r), int(c), int(e)) for r, c, e in zip(owner, nbrs, sampled_eids)} <= true_pairs
