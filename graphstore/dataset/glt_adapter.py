@@ -482,7 +482,7 @@ def skip_column_count() -> None:
     lazy_init.skips_column_count = True  # type: ignore[attr-defined]
     Graph.lazy_init = lazy_init
     Graph.col_count = property(lambda self: int(torch.unique(self.topo.indices).numel()))
-    Graph.edge_count = property(lambda self: int(self.topo.indices.numel()))
+    Graph.edge_count = property(lambda self: int(self.topo.edge_count))  # GLT's own count
 
 
 def set_no_node_labels(dataset: Any) -> None:

@@ -353,7 +353,7 @@ def glt_dataset(graph: PartitionGraph):
     """Step 4 of the module docs: GLT's ``DistDataset`` over ``graph``'s tensors (no copy)."""
     from graphlearn_torch.distributed import DistDataset
 
-    glt_adapter.skip_column_count()  # GLT would sort every edge type's columns once more
+    glt_adapter.skip_column_count()  # else GLT sorts every edge type's columns to count them
     p = graph.partition
     node_pb = {nt: glt_adapter.range_partition_book(b, p) for nt, b in graph.node_bounds.items()}
     layout = "CSC" if graph.edge_dir == "in" else "CSR"
