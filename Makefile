@@ -25,8 +25,11 @@ demo: setup
 	$(PY) -m pipeline run --task-config configs/task_hetero.yaml \
 	    --resource-config configs/resource_local.yaml --run-root $(RUN_ROOT) --quiet-kfp $(DEMO_FLAGS)
 
+# TEST_WORKERS: pytest-xdist processes; --dist loadfile keeps each file's tests (and the cluster
+# its module fixture starts) in one process
+TEST_WORKERS ?= 2
 test: setup emulators browser
-	$(PY) -m pytest -q --timeout=900 --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --timeout=900 --durations=25
 
 test-unit: setup
 	$(PY) -m pytest -q tests/unit

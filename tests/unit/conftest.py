@@ -14,6 +14,9 @@ import multiprocessing.process
 import os
 import subprocess
 
+import matplotlib.font_manager  # noqa: F401  (its first import on a machine runs fc-list to build
+#                                  the font cache: done here, before the guard, whichever test
+#                                  of the run draws first)
 import numpy.testing  # noqa: F401  (its first import runs lscpu: done here, before the guard)
 import pytest
 
