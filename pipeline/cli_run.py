@@ -24,11 +24,12 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Iterator, TextIO
+from typing import Iterator, Mapping, TextIO
 
 from graphstore.io import uris
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.formats.run_paths import RunPaths
+from graphstore.formats.stage_records import StageRecord, read_records
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,22 +66,22 @@ def _check_resume(run_dir: str, stages: tuple[str, ...]) -> None:
                          "run's --run-id (and --run-root)")
 
 
-def _record_line(r: dict) -> str:
+def _record_line(r: StageRecord) -> str:
     """One stage record as a summary line: stage, status, seconds and what it produced."""
-    if r["status"] == "running":
-        what = f" ({r['node_type']})" if r.get("node_type") else ""
-        return f"  {r['stage']:<9} running{what}"
+    if r.status == "running":
+        what = f" ({r.node_type})" if r.node_type else ""
+        return f"  {r.stage:<9} running{what}"
     extra = ""
-    if r["stage"] == "partition":
-        extra = f"{r.get('edges', '?')} edges -> {r.get('partitions', '?')} partitions"
-    elif r["stage"] == "train":
-        extra = _train_metrics(r.get("metrics", {}))
-    elif r["stage"] == "export":
-        extra = f"{r.get('node_type')}: {r.get('rows')} rows -> {r.get('table')}"
-    return f"  {r['stage']:<9} {r['status']:<6} {r.get('seconds', 0):>6.1f} s  {extra}".rstrip()
+    if r.stage == "partition":
+        extra = f"{r.edges} edges -> {r.partitions} partitions"
+    elif r.stage == "train":
+        extra = _train_metrics(r.metrics)
+    elif r.stage == "export":
+        extra = f"{r.node_type}: {r.rows} rows -> {r.table}"
+    return f"  {r.stage:<9} {r.status:<6} {r.seconds or 0:>6.1f} s  {extra}".rstrip()
 
 
-def _train_metrics(test: dict) -> str:
+def _train_metrics(test: Mapping) -> str:
     """``test MRR 0.210 (popularity 0.028, bpr 0.019, lightgcn 0.018), hits@10 0.55 (0.07, ...)``:
     the model's test metrics, then each baseline's in the order metrics.json lists them."""
     model = test.get("model", {})
@@ -95,19 +96,15 @@ def _train_metrics(test: dict) -> str:
 
 
 def _summary(run_dir: str, run_id: str, stages: tuple[str, ...], seconds: float) -> list[str]:
-    from pipeline.stages import read_records
-
     lines = [f"run {run_id}: {', '.join(stages)} in {seconds:.1f} s"]
     records = read_records(run_dir)
     lines += [_record_line(r) for r in records]
-    lines += [f"run report: {r['report']}" for r in records if r.get("report")]
+    lines += [f"run report: {r.report}" for r in records if r.report]
     return lines
 
 
 def _report_stages(run_dir: str, out: TextIO, stop: threading.Event, poll_s: float) -> None:
     """Print each stage record of the run once per status, as it appears (until ``stop``)."""
-    from pipeline.stages import read_records
-
     seen: set[tuple[str, str, str]] = set()
     while True:
         finished = stop.is_set()
@@ -116,7 +113,7 @@ def _report_stages(run_dir: str, out: TextIO, stop: threading.Event, poll_s: flo
         except Exception:  # noqa: BLE001 - a record half-written by a stage: read it next time
             records = []
         for r in records:
-            key = (r["stage"], r.get("node_type", ""), r["status"])
+            key = (r.stage, r.node_type, r.status)
             if key not in seen:
                 seen.add(key)
                 print(_record_line(r), file=out, flush=True)
@@ -214,18 +211,16 @@ def run(args: argparse.Namespace) -> int:
                         resource_config=dump_yaml(res.to_dict()), run_root=run_root,
                         run_id=run_id, start_at=stages[0], stop_after=stages[-1], resume=resume)
     except Exception as exc:  # noqa: BLE001 - KFP reports a failed task as a plain exception
-        from pipeline.stages import read_records
-
-        failed = [r for r in read_records(run_dir) if r["status"] == "failed"]
+        failed = [r for r in read_records(run_dir) if r.status == "failed"]
         if not failed:
             raise RuntimeFailure(f"pipeline run {run_id} failed: {exc}") from None
         r = failed[0]
-        tail = "\n".join(r.get("error", "").splitlines()[-25:])
+        tail = "\n".join(r.error.splitlines()[-25:])
         print("\n".join(_summary(run_dir, run_id, stages, time.perf_counter() - t0)),
               file=sys.stderr)
-        raise RuntimeFailure(f"stage {r['stage']} failed after {r['seconds']} s "
+        raise RuntimeFailure(f"stage {r.stage} failed after {r.seconds} s "
                              f"(run {run_id}; resume with --run-id {run_id} --start-at "
-                             f"{r['stage']}):\n{tail}") from None
+                             f"{r.stage}):\n{tail}") from None
     print("\n".join(_summary(run_dir, run_id, stages, time.perf_counter() - t0)), flush=True)
     if "export" in stages:
         print("\n".join(_neighbours(run_dir, run_id, task, res.shared.project)), flush=True)

@@ -64,11 +64,11 @@ def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics]
     from pipeline.stages import run_graph_store
 
     record = run_graph_store(run_dir, "train", image, pipeline_job)
-    if record.get("report"):  # the run report as an HTML artifact: Vertex Pipelines shows it
+    if record.report:  # the run report as an HTML artifact: Vertex Pipelines shows it
         os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
         with open(report.path, "w", encoding="utf-8") as fh:
-            fh.write(uris.read_text(record["report"]))
-    test = record.get("metrics", {})
+            fh.write(uris.read_text(record.report))
+    test = record.metrics
     # test_model_mrr, test_popularity_hits@10, test_bpr_mrr, test_lightgcn_mrr, ... (first
     # supervision type), then per type: test_user__buys__item_model_mrr, ...
     groups = [("test", test), *((f"test_{key}", r) for key, r in
@@ -92,7 +92,7 @@ def _infer(run_dir: str, image: str, pipeline_job: str) -> str:
 def _export(run_dir: str, node_type: str) -> int:
     from pipeline.stages import run_export
 
-    return int(run_export(run_dir, node_type)["rows"])
+    return int(run_export(run_dir, node_type).rows or 0)
 
 
 def _request(task, resources: TaskResources):

@@ -3,8 +3,8 @@
 Run folder of one pipeline run: ``<runRoot>/<run_id>/``, laid out by
 graphstore.formats.run_paths.RunPaths (frozen configs and the run record ``config/run.json`` in
 ``config/``, the stages' outputs, process logs, and ``_stages/<name>.json``: one record per task,
-``{stage, status, ...}``, status running from its start, then ok or failed with seconds and
-error). The run id of a run folder is read from its run record, never from its name
+pipeline.stage_records.StageRecord, status running from its start, then ok or failed with seconds
+and error). The run id of a run folder is read from its run record, never from its name
 (graphstore.formats.run_paths.read_run_id).
 
 Placeholders (scheduled retraining): ``{run_id}``, ``{run_date}`` (YYYY-MM-DD, UTC) and
@@ -33,9 +33,10 @@ from graphstore.runtime.errors import GraphstoreError, UsageError
 from graphstore.formats.run_ids import check_run_id, new_run_id
 from graphstore.formats.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
 from graphstore.config.stage import stage_resources, stage_section
+from graphstore.formats.stage_records import STAGES, StageRecord, write_record
+
 
 log = logging.getLogger(__name__)
-STAGES = ("partition", "train", "infer", "export")
 
 
 # RUN_RECORD (defined in graphstore.formats.run_paths, kept importable from here): a run folder's claim,
@@ -155,23 +156,40 @@ def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
     return run_dir, node_types
 
 
+class StageRun:
+    """The record of the task in progress (:func:`recorded`): :meth:`update` replaces it with a
+    copy holding more of its outcome; :meth:`write` writes it before the task ends (a Vertex AI
+    job's name as soon as the job exists)."""
+
+    def __init__(self, run_dir: str, record: StageRecord) -> None:
+        self.run_dir = run_dir
+        self.record = record
+
+    def update(self, **fields) -> None:
+        """Set fields of the record (StageRecord's; TypeError for any other)."""
+        self.record = self.record.with_(**fields)
+
+    def write(self) -> None:
+        write_record(self.run_dir, self.record)
+
+
 @contextlib.contextmanager
-def recorded(run_dir: str, stage: str, name: str | None = None, **fields) -> Iterator[dict]:
-    """Time a task and write ``_stages/<name>.json``: status running when it starts, then ok or
-    failed (with the error) when it ends."""
-    record: dict = {"stage": stage, "status": "running", **fields}
-    path = RunPaths(run_dir).stage_record(name or stage)
-    uris.write_text(path, json.dumps(record, indent=1))  # what is running now (a crash leaves it)
+def recorded(run_dir: str, stage: str, node_type: str = "") -> Iterator[StageRun]:
+    """Time a task and write its ``_stages/<name>.json`` (pipeline.stage_records): status running
+    when it starts, then ok or failed (with the error) when it ends."""
+    run = StageRun(run_dir, StageRecord(stage=stage, node_type=node_type))
+    run.write()  # what is running now (a crash leaves it)
     t0 = time.perf_counter()
+    status, error = "failed", ""
     try:
-        yield record
-        record["status"] = "ok"
+        yield run
+        status = "ok"
     except BaseException as exc:
-        record.update(status="failed", error=str(exc).strip()[-4000:])
+        error = str(exc).strip()[-4000:]
         raise
     finally:
-        record["seconds"] = round(time.perf_counter() - t0, 1)
-        uris.write_text(path, json.dumps(record, indent=1))
+        run.update(status=status, error=error, seconds=round(time.perf_counter() - t0, 1))
+        run.write()
 
 
 def run_partition(run_dir: str) -> None:
@@ -190,10 +208,10 @@ def run_partition(run_dir: str) -> None:
         if res.trainer.replicated:
             from graphstore.modes.replicated.run_files import write_run_graph_files
 
-            record.update(write_run_graph_files(task, run_dir))
+            record.update(graph_files=write_run_graph_files(task, run_dir))
 
 
-def _run_vertex_job(run_dir: str, stage: str, image: str, record: dict, *, pipeline_job: str,
+def _run_vertex_job(run_dir: str, stage: str, image: str, record: StageRun, *, pipeline_job: str,
                     timeout_s: float, client=None, polling=None) -> None:
     """The stage as one Vertex AI CustomJob (pipeline.custom_jobs: SIGTERM cancels it, so does
     losing track of it). The stage record names the job (``custom_job``) as soon as it exists."""
@@ -207,18 +225,17 @@ def _run_vertex_job(run_dir: str, stage: str, image: str, record: dict, *, pipel
         task, res, stage, image, task_config_uri=task_path, resource_config_uri=res_path,
         run_dir=run_dir, display_name=f"{run_id}-{stage}", timeout_s=timeout_s,
         labels=vertex.job_labels(res, run_id=run_id, stage=stage, pipeline_job=pipeline_job))
-    path = RunPaths(run_dir).stage_record(stage)
 
     def created(name: str) -> None:
         record.update(custom_job=name, display_name=job.display_name)
-        uris.write_text(path, json.dumps(record, indent=1))
+        record.write()
 
     run_custom_job(client or vertex.job_client(res), vertex.location_parent(res), job,
                    on_created=created, polling=polling or Polling())
 
 
 def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str = "", *,
-                    client=None, polling=None) -> dict:
+                    client=None, polling=None) -> StageRecord:
     """A graph-store job (train or infer): the local launcher when the resource config is local,
     else one Vertex AI CustomJob running ``image``, labelled with the run id, the stage and
     ``pipeline_job`` (the KFP pipeline job's name). ``client`` / ``polling``: the
@@ -246,29 +263,21 @@ def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str
         if stage == "train":
             paths = RunPaths(run_dir)
             metrics = json.loads(uris.read_text(paths.metrics))
-            record["metrics"] = metrics.get("test", {})
+            record.update(metrics=metrics.get("test", {}))
             if uris.exists(paths.report_html):  # the trainer's run report
-                record["report"] = paths.report_html
-    return record
+                record.update(report=paths.report_html)
+    return record.record
 
 
-def run_export(run_dir: str, node_type: str) -> dict:
+def run_export(run_dir: str, node_type: str) -> StageRecord:
     """One node type into the warehouse (graphstore.export)."""
     from graphstore.export import export_run
 
     task, res = load_frozen(run_dir)
-    with recorded(run_dir, "export", name=f"export-{node_type}", node_type=node_type) as record:
+    with recorded(run_dir, "export", node_type=node_type) as record:
         (done,) = export_run(task, run_dir, node_types=[node_type], project=res.shared.project)
         record.update(rows=done.rows, table=done.table, where=done.where)
-    return record
-
-
-def read_records(run_dir: str) -> list[dict]:
-    """Every ``_stages/*.json`` record of a run, in stage order."""
-    paths = RunPaths(run_dir)
-    records = [json.loads(uris.read_text(uris.join(paths.stage_records, name)))
-               for name in uris.list_names(paths.stage_records) if name.endswith(".json")]
-    return sorted(records, key=lambda r: (STAGES.index(r["stage"]), r.get("node_type", "")))
+    return record.record
 
 
 def dump_yaml(mapping: dict) -> str:

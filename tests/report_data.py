@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphstore.formats.stage_records import StageRecord
 from graphstore.training.report import Projection, ReportInputs
 
 
@@ -43,4 +44,4 @@ def projection(n: int = 300, communities: int = 6) -> Projection:
 def inputs(with_validation: bool = True) -> ReportInputs:
     return ReportInputs(title="Training run r1", metrics=metrics(with_validation),
                         projection=projection(),
-                        stages=[{"stage": "partition", "status": "ok", "seconds": 1.5}])
+                        stages=[StageRecord(stage="partition", status="ok", seconds=1.5)])

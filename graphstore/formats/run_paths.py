@@ -22,7 +22,8 @@ One run of the pipeline (or one hand-made run folder given to ``pipeline launch`
                                                (graphstore.training.report)
       tensorboard/                             TensorBoard event files (trainerArgs.tensorboard)
       logs/<stage>/                            graph-store process logs (local launcher)
-      _stages/<name>.json                      one record per pipeline task (pipeline.stages)
+      _stages/<name>.json                      one record per pipeline task (pipeline.stages;
+                                               format: graphstore.formats.stage_records)
       _graphstore/<stage>/<job id>/            readiness markers of one graph-store job
 
 Each prefix has one writer (the stage named beside it). :class:`RunPaths` only plans paths: it

@@ -32,6 +32,7 @@ import numpy as np
 
 from graphstore.io import uris
 from graphstore.formats.run_paths import RunPaths
+from graphstore.formats.stage_records import StageRecord
 
 PLOTS = ("loss", "validation", "comparison", "wait_share", "timings", "embeddings")
 """Every plot a report may have, in page order (``report/<name>.png``)."""
@@ -55,12 +56,12 @@ class Projection:
 @dataclass(frozen=True)
 class ReportInputs:
     """What the report shows: ``metrics`` as in metrics.json; ``stages``: earlier pipeline
-    stage records (``{stage, status, seconds, ...}``); ``title``: the run."""
+    stage records; ``title``: the run."""
 
     title: str
     metrics: dict
     projection: Projection | None = None
-    stages: list[dict] = field(default_factory=list)
+    stages: list[StageRecord] = field(default_factory=list)
 
 
 def _figure(width: float = 6.4, height: float = 3.6):
@@ -151,8 +152,8 @@ def plot_wait_share(metrics: dict) -> bytes | None:
 
 
 def _timing_rows(inputs: ReportInputs) -> list[tuple[str, float]]:
-    rows = [(f"pipeline: {r['stage']}" + (f" ({r['node_type']})" if r.get("node_type") else ""),
-             float(r.get("seconds", 0.0))) for r in inputs.stages if r.get("stage") != "train"]
+    rows = [(f"pipeline: {r.stage}" + (f" ({r.node_type})" if r.node_type else ""),
+             float(r.seconds or 0.0)) for r in inputs.stages if r.stage != "train"]
     rows += [(f"train: {name}", float(s)) for name, s in inputs.metrics.get("timings_s", {}).items()]
     return rows
 

@@ -11,14 +11,13 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 
 import numpy as np
 import torch
 
 from graphstore.io import uris
-from graphstore.formats.run_paths import RunPaths
+from graphstore.formats.stage_records import StageRecord, read_records
 from graphstore.training.report import Projection
 
 TRUTH_DIR = "truth"
@@ -79,21 +78,10 @@ def node_attribute(data_root: str | None, shards_uri: str, node_type: str,
     return "community", values.to_numpy().astype(np.int64)
 
 
-def earlier_stages(run_dir: str) -> list[dict]:
-    """The run's pipeline stage records other than train's (empty outside a pipeline run)."""
-    folder = RunPaths(run_dir).stage_records
-    out = []
-    for name in uris.list_names(folder):
-        if not name.endswith(".json"):
-            continue
-        try:
-            record = json.loads(uris.read_text(uris.join(folder, name)))
-        except (ValueError, OSError):
-            continue  # a record being written: the report goes without it
-        if isinstance(record, dict) and record.get("stage") not in (None, "train"):
-            out.append(record)
-    order = ("partition", "train", "infer", "export")
-    return sorted(out, key=lambda r: order.index(r["stage"]) if r["stage"] in order else 99)
+def earlier_stages(run_dir: str) -> list[StageRecord]:
+    """The run's pipeline stage records other than train's (empty outside a pipeline run; a record
+    being written is left out: the report goes without it)."""
+    return [r for r in read_records(run_dir, skip_unreadable=True) if r.stage != "train"]
 
 
 def build_projection(node_type: str, ids: torch.Tensor, emb: torch.Tensor,

@@ -4,18 +4,12 @@ tests/unit/test_pipeline_dag.py: unit tests start no process."""
 
 from __future__ import annotations
 
-import json
-import re
 import subprocess
 import sys
-from pathlib import Path
 import pytest
-import yaml
-from graphstore.config import load_config_pair
 from graphstore.runtime.errors import UsageError
-from pipeline.stages import (
-    STAGES, freeze, read_records, recorded, resolve_placeholders, stage_range,
-)
+from graphstore.formats.stage_records import read_records
+from pipeline.stages import freeze
 from tests.unit.test_pipeline_dag import (  # noqa: F401 (fixtures among them)
     REPO,
 )
@@ -68,6 +62,6 @@ def test_a_killed_record_write_leaves_the_previous_record(tmp_path):
     assert not (run / "_stages" / "train.json").exists()  # the first write never landed
     subprocess.run([sys.executable, "-c", code, str(run)], cwd=REPO, check=True, timeout=120)
     before = read_records(str(run))
-    assert before[0]["status"] == "ok"
+    assert before[0].status == "ok"
     kill_at("write_text:train.json", ["-c", code, str(run)], tmp_path)
     assert read_records(str(run)) == before

@@ -42,7 +42,7 @@ def test_pipeline_run_in_replicated_mode_end_to_end(tmp_path):
     run = root / "r1"
     partition = json.loads((run / "_stages" / "partition.json").read_text())
     graph = GraphFile.open(str(run / "graph" / "graph.bin"), verify=True)
-    assert partition["graph_file_bytes"] == (run / "graph" / "graph.bin").stat().st_size
+    assert partition["graph_files"]["graph_file_bytes"] == (run / "graph" / "graph.bin").stat().st_size
     assert graph.views == ("full", "train")  # the trainer's splitter made the train view
     train = json.loads((run / "_stages" / "train.json").read_text())
     assert train["status"] == "ok" and train["metrics"]["model"]["mrr"] > 0

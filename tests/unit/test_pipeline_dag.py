@@ -13,9 +13,8 @@ import yaml
 
 from graphstore.config import load_config_pair
 from graphstore.runtime.errors import UsageError
-from pipeline.stages import (
-    STAGES, freeze, read_records, recorded, resolve_placeholders, stage_range,
-)
+from graphstore.formats.stage_records import STAGES, StageRecord, read_records
+from pipeline.stages import freeze, recorded, resolve_placeholders, stage_range
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,17 +108,17 @@ def test_freeze_resolves_placeholders_and_writes_valid_configs(tmp_path):
 
 def test_a_stage_record_says_running_from_its_start_then_ok_or_failed(tmp_path):
     run = str(tmp_path / "run")
-    with recorded(run, "export", name="export-user", node_type="user") as record:
+    with recorded(run, "export", node_type="user") as record:
         (during,) = read_records(run)
-        record["rows"] = 3
-    assert during == {"stage": "export", "status": "running", "node_type": "user"}
+        record.update(rows=3)
+    assert during == StageRecord(stage="export", status="running", node_type="user")
     (done,) = read_records(run)
-    assert done["status"] == "ok" and done["rows"] == 3 and done["node_type"] == "user"
-    assert "seconds" in done
+    assert (done.status, done.rows, done.node_type) == ("ok", 3, "user")
+    assert done.seconds is not None and done.seconds >= 0
     with pytest.raises(ValueError), recorded(run, "train"):
         raise ValueError("bad batch")
-    failed = [r for r in read_records(run) if r["stage"] == "train"]
-    assert failed[0]["status"] == "failed" and "bad batch" in failed[0]["error"]
+    failed = [r for r in read_records(run) if r.stage == "train"]
+    assert failed[0].status == "failed" and "bad batch" in failed[0].error
 
 
 def test_fresh_run_ids_of_the_same_second_differ_and_folders_are_claimed_once(tmp_path):

@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import base64
-import io
 import re
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
 
 from graphstore.formats.run_paths import RunPaths
+from graphstore.formats.stage_records import StageRecord
 from graphstore.training.report import PLOTS, render, write_report
 from graphstore.training.report_inputs import (
     build_projection, earlier_stages, node_attribute, project,
@@ -110,5 +109,6 @@ def test_earlier_stages_are_read_from_the_run_folder(tmp_path: Path):
     (stages / "partition.json").write_text('{"stage": "partition", "status": "ok", "seconds": 2.0}')
     (stages / "train.json").write_text('{"stage": "train", "status": "running"}')
     (stages / "broken.json").write_text('{"stage": ')
-    assert earlier_stages(str(tmp_path)) == [{"stage": "partition", "status": "ok", "seconds": 2.0}]
+    assert earlier_stages(str(tmp_path)) == [StageRecord(stage="partition", status="ok",
+                                                         seconds=2.0)]
     assert earlier_stages(str(tmp_path / "none")) == []

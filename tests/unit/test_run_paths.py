@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -198,3 +196,29 @@ def test_the_frozen_configs_of_a_run_are_where_run_paths_says(tmp_path):
     assert run_dir == paths.run_dir
     assert config_paths(run_dir) == (paths.task_config, paths.resource_config)
     assert Path(paths.task_config).is_file() and Path(paths.resource_config).is_file()
+
+
+def test_stage_records_round_trip_in_stage_order_and_refuse_what_they_are_not(tmp_path):
+    from graphstore.formats.stage_records import StageRecord, read_records, write_record
+
+    run = str(tmp_path)
+    export = StageRecord(stage="export", status="ok", node_type="user", seconds=1.5, rows=7,
+                         table="embeddings_user", where="/w")
+    train = StageRecord(stage="train").with_(status="failed", error="boom",
+                                             metrics={"model": {"mrr": 0.2}})
+    write_record(run, export)
+    write_record(run, train)
+    assert sorted(p.name for p in (tmp_path / "_stages").iterdir()) == ["export-user.json",
+                                                                         "train.json"]
+    assert read_records(run) == [train, export]  # stage order, not file order
+    assert json.loads((tmp_path / "_stages" / "train.json").read_text()) == {
+        "stage": "train", "status": "failed", "error": "boom", "metrics": {"model": {"mrr": 0.2}}}
+    with pytest.raises(TypeError):
+        train.with_(rowz=3)  # a field that does not exist
+    with pytest.raises(ValueError, match="status 'done'"):
+        StageRecord(stage="train", status="done")
+    (tmp_path / "_stages" / "partition.json").write_text('{"stage": ')  # half-written
+    with pytest.raises(ValueError, match="partition.json: not a stage record"):
+        read_records(run)
+    assert read_records(run, skip_unreadable=True) == [train, export]
+    assert read_records(str(tmp_path / "none")) == []
