@@ -123,6 +123,45 @@ def _report_stages(run_dir: str, out: TextIO, stop: threading.Event, poll_s: flo
 
 
 @contextlib.contextmanager
+def _sigterm_reaches_the_task() -> Iterator[None]:
+    """While the DAG runs, SIGTERM to this process is passed on to the task running now.
+
+    kfp.local runs each task as a child process behind two shells (``sh -c``, ``sh -ec``), and no
+    shell passes a signal on: a SIGTERM to ``pipeline run`` alone (a scheduler's timeout, a
+    supervisor, ``kill``) ended this process and left the stage running, with its storage and
+    compute processes (seen with the ``xlarge`` run, 2026-12-05). Ctrl-C was never affected: the
+    terminal signals the whole foreground process group. Here the task's kfp executor (a
+    descendant running ``kfp.dsl.executor_main``) gets the SIGTERM: in a train or infer task the
+    graph-store launcher then ends its processes (pipeline.launch); the shells are left to wait
+    for it, so KFP sees the task fail only once that is done, with the stage's record written,
+    and the run ends as a failed task does (the stage named, exit 1). Between two tasks the run
+    stops at once (exit 1)."""
+    import signal
+
+    import psutil
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        signalled = 0
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "kfp.dsl.executor_main" in child.cmdline():
+                    child.terminate()
+                    signalled += 1
+        if not signalled:  # between two tasks: nothing to wait for
+            raise RuntimeFailure("interrupted by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def _quiet_kfp(log_path: str, run_dir: str) -> Iterator[None]:
     """Send everything printed while the DAG runs (KFP's task logs) to ``log_path``; meanwhile
     print one line per stage status to the terminal."""
@@ -206,19 +245,23 @@ def run(args: argparse.Namespace) -> int:
     quiet = (_quiet_kfp(os.path.join(kfp_root, f"{run_id}.log"), run_dir) if args.quiet_kfp
              else contextlib.nullcontext())
     try:
-        with quiet:
+        with quiet, _sigterm_reaches_the_task():
             pipeline_fn(task_config=dump_yaml(task.to_dict()),
                         resource_config=dump_yaml(res.to_dict()), run_root=run_root,
                         run_id=run_id, start_at=stages[0], stop_after=stages[-1], resume=resume)
     except Exception as exc:  # noqa: BLE001 - KFP reports a failed task as a plain exception
-        failed = [r for r in read_records(run_dir) if r.status == "failed"]
+        records = read_records(run_dir, skip_unreadable=True)
+        # a task killed before it could record its end is left "running"
+        failed = ([r for r in records if r.status == "failed"]
+                  or [r for r in records if r.status == "running"])
         if not failed:
             raise RuntimeFailure(f"pipeline run {run_id} failed: {exc}") from None
         r = failed[0]
-        tail = "\n".join(r.error.splitlines()[-25:])
+        tail = "\n".join(r.error.splitlines()[-25:]) or "(its process ended before it recorded why)"
         print("\n".join(_summary(run_dir, run_id, stages, time.perf_counter() - t0)),
               file=sys.stderr)
-        raise RuntimeFailure(f"stage {r.stage} failed after {r.seconds} s "
+        after = f"after {r.seconds} s" if r.seconds is not None else "before it finished"
+        raise RuntimeFailure(f"stage {r.stage} failed {after} "
                              f"(run {run_id}; resume with --run-id {run_id} --start-at "
                              f"{r.stage}):\n{tail}") from None
     print("\n".join(_summary(run_dir, run_id, stages, time.perf_counter() - t0)), flush=True)

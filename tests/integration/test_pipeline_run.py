@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import duckdb
+import psutil
 import pytest
 import yaml
 
@@ -129,3 +134,51 @@ def test_resuming_a_run_that_does_not_exist_is_a_usage_error(tmp_path):
     proc = _run(tp, rp, tmp_path / "runs", "--run-id", "nope", "--start-at", "infer", timeout=120)
     assert proc.returncode == 2
     assert "--start-at infer needs" in proc.stderr and "checkpoint/model.pt" in proc.stderr
+
+
+def _marked(marker: str) -> list[psutil.Process]:
+    """Every live process whose environment carries ``SIGTERM_TEST_MARKER=marker``."""
+    out = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.environ().get("SIGTERM_TEST_MARKER") == marker and \
+                    p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_to_pipeline_run_alone_ends_the_running_stage_and_its_processes(tmp_path):
+    """A SIGTERM sent to the ``pipeline run`` process only (a supervisor's ``kill``, not the
+    terminal's Ctrl-C to the whole group) reaches the stage running: the launcher ends the
+    storage and compute processes, the train record says failed, the run exits 1, and no
+    process of the run is left (before, ``pipeline run`` died alone and the stage ran on)."""
+    tp, rp = _configs(tmp_path)
+    root = tmp_path / "runs"
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", "--task-config", str(tp), "--resource-config",
+         str(rp), "--run-root", str(root), "--run-id", "r1"],
+        cwd=REPO, env={**os.environ, "SIGTERM_TEST_MARKER": marker}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any("components.storage" in p.cmdline() for p in _marked(marker)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the train stage never started"
+            time.sleep(0.2)
+        time.sleep(3)  # the stage's processes are up
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=180)
+        deadline = time.monotonic() + 30
+        while _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        left = [" ".join(p.cmdline())[:120] for p in _marked(marker)]
+        for p in _marked(marker):  # never leave a run behind, also when the test fails
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+    assert proc.returncode == 1, f"exit {proc.returncode}:\n{out[-2000:]}\n{err[-3000:]}"
+    assert not left, left
+    assert "stage train failed" in err, err[-3000:]
+    record = json.loads((root / "r1" / "_stages" / "train.json").read_text())
+    assert record["status"] == "failed" and "SIGTERM" in record["error"], record
