@@ -73,7 +73,8 @@ def _record_line(r: StageRecord) -> str:
         return f"  {r.stage:<9} running{what}"
     extra = ""
     if r.stage == "partition":
-        extra = f"{r.edges} edges -> {r.partitions} partitions"
+        extra = (f"{'?' if r.edges is None else r.edges} edges -> "
+                 f"{'?' if r.partitions is None else r.partitions} partitions")
     elif r.stage == "train":
         extra = _train_metrics(r.metrics)
     elif r.stage == "export":

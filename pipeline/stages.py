@@ -3,7 +3,7 @@
 Run folder of one pipeline run: ``<runRoot>/<run_id>/``, laid out by
 graphstore.formats.run_paths.RunPaths (frozen configs and the run record ``config/run.json`` in
 ``config/``, the stages' outputs, process logs, and ``_stages/<name>.json``: one record per task,
-pipeline.stage_records.StageRecord, status running from its start, then ok or failed with seconds
+graphstore.formats.stage_records.StageRecord, status running from its start, then ok or failed with seconds
 and error). The run id of a run folder is read from its run record, never from its name
 (graphstore.formats.run_paths.read_run_id).
 
@@ -175,8 +175,8 @@ class StageRun:
 
 @contextlib.contextmanager
 def recorded(run_dir: str, stage: str, node_type: str = "") -> Iterator[StageRun]:
-    """Time a task and write its ``_stages/<name>.json`` (pipeline.stage_records): status running
-    when it starts, then ok or failed (with the error) when it ends."""
+    """Time a task and write its ``_stages/<name>.json`` (graphstore.formats.stage_records):
+    status running when it starts, then ok or failed (with the error) when it ends."""
     run = StageRun(run_dir, StageRecord(stage=stage, node_type=node_type))
     run.write()  # what is running now (a crash leaves it)
     t0 = time.perf_counter()

@@ -2,9 +2,9 @@
 what a failed run is resumed from.
 
 One file per task (``name``: the stage, or ``export-<node_type>`` for each export task), written
-by that task only (pipeline.stages.recorded; the trainer's run report reads the others): with status ``running`` when the task starts (a
-crash leaves it so), then once more with ``ok`` or ``failed``, its seconds and, when failed, the
-error's last 4 000 characters. Fields a stage does not produce keep their defaults and are left
+by that task only (pipeline.stages.recorded; the trainer's run report reads the others): with
+status ``running`` when the task starts (a crash leaves it so), then once more with ``ok`` or
+``failed``, its seconds and, when failed, the error's last 4 000 characters. Fields a stage does not produce keep their defaults and are left
 out of the file, so records written before a field existed still read. A :class:`StageRecord` is
 frozen: a task's outcome is built with :meth:`StageRecord.with_` and written whole.
 """

@@ -70,8 +70,8 @@ serves it: per edge, its neighbour and edge id in shared memory (16 B) and GLT's
 per label, the anchor and label arrays (16 B) and, by the shared-memory and private totals of the
 ``large`` rows, about two more copies of the training pairs (the answer to the compute process,
 and the sampling producers' copy in shared memory); per feature value, the float32 matrix (4 B),
-what the main process keeps from decoding it and what the sampling workers gather from it; per owned node, nothing measurable (the row
-pointer's 8 B is within the fit's error); the base is four Python processes with torch and GLT
+what the main process keeps from decoding it and what the sampling workers gather from it; per
+owned node, nothing measurable (the row pointer's 8 B is within the fit's error); the base is four Python processes with torch and GLT
 loaded (the storage main process, its session process, the session's sampling forkserver and
 workers; torch 2.3's CUDA build alone is ~190 MiB of private memory per fresh interpreter)."""
 
