@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphstore.dataset.protocol import AblpInputRequest
 
 EdgeTypeTuple = tuple[str, str, str]
 
@@ -22,12 +26,18 @@ class ABLPInputNodes:
     ``hardNegativeEdgeTypes``) is a ``[2, N]`` int64 tensor of (anchor id, known negative id)
     pairs of the same anchors and split, first row sorted; an anchor may have none.
     ``DistABLPLoader(hard_negatives_per_anchor=k)`` draws from them into its batches.
+
+    ``stored``: the request that fetched this input (set by ``fetch_ablp_input``; not an
+    argument, and ``dataclasses.replace`` drops it). A graph-store loader given this input names
+    its pairs by that request, and the storage session reads them from its own memory instead of
+    receiving them back; the session checks their count and sums against this input's.
     """
 
     anchor_node_type: str | None
     anchor_nodes: torch.Tensor
     positive_labels: dict[EdgeTypeTuple, torch.Tensor]
     negative_labels: dict[EdgeTypeTuple, torch.Tensor] = field(default_factory=dict)
+    stored: AblpInputRequest | None = field(default=None, init=False, compare=False, repr=False)
 
     def __len__(self) -> int:
         return int(self.anchor_nodes.numel())

@@ -242,7 +242,10 @@ class DatasetBase(abc.ABC):
         if anchor_node_type is not None and anchor_node_type != sup.src_node_type:
             raise UsageError(f"anchor_node_type {anchor_node_type!r} is not the source of {sup}")
         rank, world = self._share(rank, world_size)
-        replies = self._ask_all(P.AblpInputRequest(sup, split, rank, world))
+        request = P.AblpInputRequest(sup, split, rank, world)
+        replies = self._ask_all(request)
+        for reply in replies.values():  # what a graph-store loader names instead of sending
+            object.__setattr__(reply.input, "stored", request)
         return {k: r.input for k, r in replies.items()}
 
     def fetch_positive_pairs(self, label_ids: torch.Tensor,

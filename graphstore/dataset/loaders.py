@@ -31,7 +31,7 @@ loader before ``shutdown_compute_process()``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from graphlearn_torch.typing import reverse_edge_type
@@ -91,15 +91,23 @@ def _by_partition(dataset: GraphDataset, value: Any, single: type, who: str) -> 
                      + f"; got {type(value).__name__}")
 
 
-def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike | None
-                ) -> tuple[EdgeTypeTuple, list[torch.Tensor], list[torch.Tensor] | None]:
-    """The supervision type, ``[2, P]`` (anchor, label) pairs per input partition, and the
-    ``[2, N]`` (anchor, negative) pairs per input partition (None: the input has no negative
-    labels of that type at all).
+class _AblpPairs(NamedTuple):
+    """A DistABLPLoader's input, per input partition (``input_partitions`` order)."""
 
-    ``ABLPInputNodes`` inputs bring their labels (of one split); anchor ids (``Tensor`` or
-    ``(anchor_node_type, Tensor)``, per partition or one) get every label of each anchor from the
-    partition that owns it (``fetch_labels``), and no negatives."""
+    supervision_edge_type: EdgeTypeTuple
+    pairs: list[torch.Tensor]  # [2, P] (anchor, label)
+    negatives: list[torch.Tensor] | None  # [2, N] (anchor, negative); None: none of that type
+    stored: list[Any]  # the AblpInputRequest that fetched the pairs (ABLPInputNodes.stored), or None
+
+
+def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike | None
+                ) -> _AblpPairs:
+    """The loader's pairs (:class:`_AblpPairs`).
+
+    ``ABLPInputNodes`` inputs bring their labels (of one split) and the request that fetched
+    them; anchor ids (``Tensor`` or ``(anchor_node_type, Tensor)``, per partition or one) get
+    every label of each anchor from the partition that owns it (``fetch_labels``), and no
+    negatives."""
     empty = torch.empty((2, 0), dtype=torch.long)
     anchor_type = None
     if isinstance(input_nodes, tuple):
@@ -112,8 +120,11 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike
         if any(x is not None and sup in x.negative_labels for x in per_part):
             negatives = [x.negative_labels.get(sup, empty) if x is not None else empty
                          for x in per_part]
-        return sup, [x.positive_labels.get(sup, empty) if x is not None else empty
-                     for x in per_part], negatives
+        stored = [x.stored if x is not None and x.stored is not None
+                  and x.stored.supervision_edge_type.as_tuple() == sup else None
+                  for x in per_part]
+        return _AblpPairs(sup, [x.positive_labels.get(sup, empty) if x is not None else empty
+                                for x in per_part], negatives, stored)
     anchors = _by_partition(dataset, input_nodes, torch.Tensor, "DistABLPLoader")
     sup_type = dataset.metadata.supervision_edge_type(requested)
     if anchor_type is not None and anchor_type != sup_type.src_node_type:
@@ -122,7 +133,8 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike
     parts = dataset.input_partitions
     labels = dataset.fetch_labels({k: a for k, a in zip(parts, anchors) if a is not None},
                                   sup_type)
-    return sup_type.as_tuple(), [labels.get(k, empty) for k in parts], None
+    return _AblpPairs(sup_type.as_tuple(), [labels.get(k, empty) for k in parts], None,
+                      [None] * len(parts))
 
 
 class _DatasetDriven:
@@ -200,7 +212,8 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
                  prefetch_size: int = 4, hard_negatives_per_anchor: int = 0) -> None:
         _check_dataset(dataset, "DistABLPLoader")
         meta = dataset.metadata
-        sup, pairs_per_input, negatives = _ablp_pairs(dataset, input_nodes, supervision_edge_type)
+        sup, pairs_per_input, negatives, stored = _ablp_pairs(dataset, input_nodes,
+                                                              supervision_edge_type)
         self.supervision_edge_type = sup
         self._hetero = not meta.is_homogeneous
         self.hard_negatives_per_anchor = int(hard_negatives_per_anchor)
@@ -220,12 +233,13 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
                                             self.hard_negatives_per_anchor, seed)
                       for p, n in zip(pairs_per_input, negatives)]
         else:  # a label tensor is required (graphstore.dataset.glt_adapter.LabeledEdgeInput says why);
-            # every label is 1: one element expanded (8 B per pair fewer on the wire and in the
-            # sampling workers' shared memory; GLT only indexes it)
-            inputs = [LabeledEdgeInput(row=p[0].contiguous(), col=p[1].contiguous(),
-                                       label=torch.ones(1, dtype=torch.long).expand(p.size(1)),
-                                       input_type=input_type)
-                      for p in pairs_per_input]
+            # every label is 1: one element expanded (GLT only indexes it). Pairs fetched by
+            # fetch_ablp_input carry the request that fetched them: a graph-store dataset sends
+            # that instead, and storage reads the pairs it holds (ABLPInputNodes.stored)
+            inputs = [LabeledEdgeInput(p[0].contiguous(), p[1].contiguous(),
+                                       torch.ones(1, dtype=torch.long).expand(p.size(1)),
+                                       input_type, stored=st)
+                      for p, st in zip(pairs_per_input, stored)]
         self.num_pairs = sum(len(i) for i in inputs)
         config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
                                 False, True, with_neg=False, with_weight=False,

@@ -1,8 +1,8 @@
 """Build one storage partition: shard files -> GLT ``DistDataset`` + the storage-side state.
 
 Order (docs/runtime.md, "Graph-store sessions"; once per storage machine, before any session):
-  1. per supervision edge type (and per hard-negative type): its labels, sorted by anchor, and
-     their split (graphstore.dataset.splitter.SplitRules: node-based, by the anchor, or per edge; the
+  1. per supervision edge type (and per hard-negative type): its labels, grouped by their split,
+     sorted by anchor within a split (graphstore.dataset.splitter.SplitRules: node-based, by the anchor, or per edge; the
      hard negatives of a supervision type split with their anchor, or per edge by the hash of
      their own edge type, anchor and node);
   2. per edge type of the message-passing graph: the adjacency GLT samples from, one row per
@@ -23,7 +23,7 @@ four (colocated mode, tests).
 Memory (the scale rules of DESIGN 6b): everything is built from files streamed in batches of
 :data:`STREAM_ROWS` rows, each read twice (count, then place: graphstore.dataset.csr), straight into the
 arrays that stay: per stored edge its neighbour and its edge id (16 B), per label its anchor and
-node (16 B, + 1 B of split code per edge-split label), per feature value 4 B, per node of the
+node (16 B), per feature value 4 B, per node of the
 partition a few int64 (the adjacency's row pointer and a write cursor while it is built). Nothing
 is held per node of the whole graph: the row pointer GLT 0.2.4 needs is indexed by global id, so
 its rows below the partition's range are left as a hole of a sparse shared-memory file (never
@@ -55,7 +55,7 @@ from graphstore.dataset.metadata import DatasetMetadata
 from graphstore.runtime.errors import UsageError
 from graphstore.formats.shards.format import Manifest, edge_dir, label_dir, node_dir
 from graphstore.formats.shards.reader import ShardFormatError, ShardSet
-from graphstore.dataset.splitter import SPLIT_CODE, DistNodeAnchorLinkSplitter, SplitRules
+from graphstore.dataset.splitter import SPLITS, DistNodeAnchorLinkSplitter, SplitRules
 
 log = logging.getLogger(__name__)
 STREAM_ROWS = 1 << 20
@@ -69,13 +69,26 @@ row of 128 float32 features is 520 B: ~32 k rows per batch)."""
 @dataclass(frozen=True)
 class Supervision:
     """The labels of one supervision (or hard-negative) edge type whose anchors this partition
-    owns. Tensors are int64 unless said, in shared memory; ``numpy()`` views them."""
+    owns. Tensors are int64, in shared memory; ``numpy()`` views them.
+
+    Row order: grouped by split (train, val, test; one group without a splitter), ascending
+    anchor within a group, file order within one anchor. ``split_rows[s]`` is the ``[start, end)``
+    of split ``s``'s rows (only with a splitter); ``split_rows["all"]`` is every row. So the
+    labels of one split's contiguous slice of anchors (``fetch_ablp_input``'s share of a rank) are
+    one contiguous range of rows, which a storage session hands its sampling workers as views
+    (graphstore.dataset.queries.stored_ablp_pairs), never as a copy."""
 
     edge_type: EdgeType
-    anchor_src: torch.Tensor  # anchors, ascending (one row per label; file order within one)
-    label_dst: torch.Tensor  # label nodes, aligned with anchor_src
+    anchor_src: torch.Tensor  # anchor of each label row (see the row order above)
+    label_dst: torch.Tensor  # label node of each row
     anchors_by_split: dict[str, torch.Tensor]  # "all" / "train" / "val" / "test" -> ascending, unique
-    label_split: torch.Tensor | None = None  # per-edge splits: int8 split code of each label row
+    split_rows: dict[str, tuple[int, int]]  # "all" and, with a splitter, each split -> [start, end)
+
+    @property
+    def sorted_runs(self) -> list[tuple[int, int]]:
+        """The row ranges each sorted by anchor: one per split group (or the one group)."""
+        runs = [self.split_rows[s] for s in SPLITS if s in self.split_rows]
+        return runs or [self.split_rows["all"]]
 
 
 @dataclass(frozen=True)
@@ -196,9 +209,16 @@ def _adjacency(shards: ShardSet, partition: int, name: str, rules: SplitRules | 
 
 def _labels(shards: ShardSet, partition: int, name: str, rules: SplitRules | None,
             per_edge_split: bool) -> Supervision:
-    """The labels of supervision (or hard-negative) type ``name`` that ``partition`` holds,
-    sorted by anchor (module docs, step 1); from its own label files, or from the reverse
-    type's edges flipped (``labels_from``)."""
+    """The labels of supervision (or hard-negative) type ``name`` that ``partition`` holds, in
+    :class:`Supervision`'s row order (module docs, step 1); from its own label files, or from the
+    reverse type's edges flipped (``labels_from``).
+
+    Two passes over the files (graphstore.dataset.csr). A row's key is its anchor's slot: the
+    anchor's offset in the partition's range (no splitter, or a node-based one: an anchor's rows
+    all share its split, and the slots are laid out split group by split group), or its split
+    code times the range size plus that offset (per-edge splits: each split group has a slot for
+    every anchor). Memory beyond the rows themselves: a few int64 per node of the range (three
+    per node for per-edge splits) and one batch."""
     m = shards.manifest
     info = m.edge_types[name]
     et = EdgeType.parse(name)
@@ -207,43 +227,65 @@ def _labels(shards: ShardSet, partition: int, name: str, rules: SplitRules | Non
     else:
         rel, columns = label_dir(partition, name), ("src", "dst")
     lo, hi = m.node_bounds(info.src_node_type)[partition:partition + 2]
-    where = f"{shards.source_uri}/{rel}"
-    degree = np.zeros(hi - lo, dtype=np.int64)
-    for anchors, _ in _pairs(shards, rel, columns, verify=True):  # pass 1
-        count_rows(_local_rows(anchors, lo, hi, where), degree)
-    total = int(degree.sum())
+    n, where = hi - lo, f"{shards.source_uri}/{rel}"
+    edge_codes = rules is not None and per_edge_split
+    groups = 1 if rules is None else len(SPLITS)
+
+    def keys(anchors: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        local = _local_rows(anchors, lo, hi, where)
+        if not edge_codes:
+            return local
+        return rules.label_codes(name, anchors, labels).astype(np.int64) * n + local
+
+    counts = np.zeros(groups * n if edge_codes else n, dtype=np.int64)
+    for anchors, labels in _pairs(shards, rel, columns, verify=True):  # pass 1
+        count_rows(keys(anchors, labels), counts)
+    total = int(counts.sum())
     if total != info.labels_per_partition[partition]:
         raise ShardFormatError(f"{where}: {total} label rows, manifest says "
                                f"{info.labels_per_partition[partition]}")
-    cursor = indptr_of(degree)[:-1]
     anchor_src, anchor_np = _shared_numpy((total,), torch.int64)
-    anchor_np[:] = np.repeat(np.arange(lo, hi, dtype=np.int64), degree)
+    anchor_codes = (rules.range_codes(name, lo, hi) if rules is not None and not edge_codes
+                    else None)
+    cursor, split_rows, by_split = _lay_out_rows(counts, lo, hi, groups, anchor_codes, anchor_np)
+    del anchor_codes
     label_dst, label_np = _shared_numpy((total,), torch.int64)
     for anchors, labels in _pairs(shards, rel, columns, verify=False):  # pass 2
-        order, pos = scatter_positions(anchors - lo, cursor)
+        order, pos = scatter_positions(keys(anchors, labels), cursor)
         label_np[pos] = labels[order]
-    owned = np.arange(lo, hi, dtype=np.int64)[degree > 0]
-    del degree, cursor
-    by_split = {"all": owned}
-    label_split = None
-    if rules is not None and per_edge_split:
-        label_split, codes = _shared_numpy((total,), torch.int8)
-        codes[:] = rules.label_codes(name, anchor_np, label_np)
-        for split, code in SPLIT_CODE.items():
-            by_split[split] = _unique_sorted(anchor_np[codes == code])
-    elif rules is not None:
-        codes = rules.anchor_codes(name, owned)
-        for split, code in SPLIT_CODE.items():
-            by_split[split] = owned[codes == code]
     return Supervision(et, anchor_src, label_dst,
-                       {k: _shared_copy(v) for k, v in by_split.items()}, label_split)
+                       {k: _shared_copy(v) for k, v in by_split.items()}, split_rows)
 
 
-def _unique_sorted(values: np.ndarray) -> np.ndarray:
-    """The distinct values of an ascending array."""
-    if not len(values):
-        return values
-    return values[np.concatenate([[True], values[1:] != values[:-1]])]
+def _lay_out_rows(counts: np.ndarray, lo: int, hi: int, groups: int,
+                  anchor_codes: np.ndarray | None, anchor_np: np.ndarray
+                  ) -> tuple[np.ndarray, dict[str, tuple[int, int]], dict[str, np.ndarray]]:
+    """Place the slots of :func:`_labels` group by group: ``(cursor, split_rows, by_split)``,
+    the first row of every slot, each split's rows and its anchors (and "all"); fills
+    ``anchor_np`` (the anchor of every row). ``counts``: rows per slot, ``groups`` x the range
+    (per-edge splits) or one per anchor of the range, whose group is then ``anchor_codes``
+    (None: one group, and no split is named)."""
+    n = hi - lo
+    ids = np.arange(lo, hi, dtype=np.int64)
+    per_slot_group = len(counts) == groups * n and groups > 1
+    cursor = np.empty_like(counts)
+    split_rows, by_split, start = {"all": (0, int(counts.sum()))}, {}, 0
+    for code in range(groups):
+        if per_slot_group:
+            sel: slice | np.ndarray = slice(code * n, (code + 1) * n)
+            degree, anchors_here = counts[sel], ids
+        else:
+            sel = slice(None) if anchor_codes is None else anchor_codes == code
+            degree, anchors_here = counts[sel], ids[sel]
+        cursor[sel] = start + indptr_of(degree)[:-1]
+        end = start + int(degree.sum())
+        anchor_np[start:end] = np.repeat(anchors_here, degree)
+        if groups > 1:
+            split_rows[SPLITS[code]] = (start, end)
+            by_split[SPLITS[code]] = anchors_here[degree > 0]
+        start = end
+    by_split["all"] = ids[counts.reshape(-1, n).any(axis=0)] if n else ids
+    return cursor, split_rows, by_split
 
 
 def _shared_copy(values: np.ndarray) -> torch.Tensor:

@@ -113,7 +113,24 @@ class PairsReply:
         _check_ids("PairsReply", "pairs", self.pairs, rows=2)
 
 
-Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply]
+@dataclass(frozen=True)
+class StoredPairsReply:
+    """``[K]`` anchors and ``[K]`` labels, aligned, int64: in a storage session, views of its
+    shared label rows (see :class:`StoredAblpPairsRequest`)."""
+
+    anchors: torch.Tensor
+    labels: torch.Tensor
+
+    def __post_init__(self) -> None:
+        _check_ids("StoredPairsReply", "anchors", self.anchors)
+        _check_ids("StoredPairsReply", "labels", self.labels)
+        if self.anchors.numel() != self.labels.numel():
+            raise UsageError(f"StoredPairsReply: {self.anchors.numel()} anchors but "
+                             f"{self.labels.numel()} labels")
+
+
+Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply,
+              StoredPairsReply]
 
 
 # -- requests ---------------------------------------------------------------------------------------
@@ -196,10 +213,28 @@ class LabelsRequest:
         _check_ids("LabelsRequest", "anchors", self.anchors)
 
 
+@dataclass(frozen=True)
+class StoredAblpPairsRequest:
+    """The (anchor, label) pairs ``source`` answers with, as the storage holds them (views, no
+    copy). A storage session asks it of its own service when a loader's sampler input names its
+    pairs by the request that fetched them (graphstore.dataset.glt_adapter.StoredEdgeInput), so
+    the pairs never travel back from compute; ``source.split`` must be a split (or the storage
+    have none)."""
+
+    source: AblpInputRequest
+    reply_type: ClassVar[type] = StoredPairsReply
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, AblpInputRequest):
+            raise UsageError(f"StoredAblpPairsRequest: source must be an AblpInputRequest, got "
+                             f"{type(self.source).__name__}")
+
+
 Request = Union[MetadataRequest, FreePortsRequest, NodeIdsRequest, AblpInputRequest,
-                PositivePairsRequest, LabelsRequest]
+                PositivePairsRequest, LabelsRequest, StoredAblpPairsRequest]
 REQUEST_TYPES: tuple[type, ...] = (MetadataRequest, FreePortsRequest, NodeIdsRequest,
-                                   AblpInputRequest, PositivePairsRequest, LabelsRequest)
+                                   AblpInputRequest, PositivePairsRequest, LabelsRequest,
+                                   StoredAblpPairsRequest)
 
 
 def check_reply(request: Request, reply: object) -> Reply:

@@ -3,7 +3,8 @@
 Pure functions of a :class:`~graphstore.dataset.partition_graph.StorageState`, which
 graphstore.dataset.service turns into replies of the storage protocol (over RPC in graph-store
 mode, in-process in colocated mode). The state's arrays are shared-memory tensors; these
-functions read them as numpy views and return new arrays (a reply never aliases the state).
+functions read them as numpy views and return new arrays (a reply never aliases the state;
+:func:`stored_ablp_pairs`, for the session's own sampling workers, is the one exception).
 Slicing rule:
 slice ``rank`` of ``world_size`` is the contiguous range ``[rank*n//w, (rank+1)*n//w)`` of the
 sorted ids, so the slices of all ranks cover every id exactly once.
@@ -17,7 +18,6 @@ import torch
 from graphstore.dataset.ablp import ABLPInputNodes
 from graphstore.config import EdgeType
 from graphstore.runtime.errors import UsageError
-from graphstore.dataset.splitter import SPLIT_CODE
 from graphstore.dataset.partition_graph import StorageState, Supervision
 
 
@@ -64,17 +64,29 @@ def supervision(s: StorageState, supervision_edge_type: EdgeType) -> Supervision
     return s.supervision[supervision_edge_type]
 
 
+def _runs(sup: Supervision, split: str | None) -> list[tuple[int, int]]:
+    """The row ranges holding the labels of ``split`` (None: every split), each ascending by
+    anchor (``Supervision``'s row order)."""
+    if split is not None and split in sup.split_rows:
+        return [sup.split_rows[split]]
+    return sup.sorted_runs
+
+
 def labels_of(sup: Supervision, anchors: np.ndarray, split: str | None = None) -> np.ndarray:
     """``[2, P]`` (anchor, label) pairs of the given owned anchors (sorted anchors in, sorted
-    out). With a per-edge split, only the pairs of ``split`` (every pair when it is None)."""
+    out; within one anchor, by split, then file order). Only the pairs of ``split`` when it is
+    given and the storage has splits; every pair otherwise."""
     src = sup.anchor_src.numpy()
-    lo = np.searchsorted(src, anchors, side="left")
-    hi = np.searchsorted(src, anchors, side="right")
-    counts = hi - lo
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    rows = np.arange(int(counts.sum())) + starts
-    if sup.label_split is not None and split in SPLIT_CODE:
-        rows = rows[sup.label_split.numpy()[rows] == SPLIT_CODE[split]]
+    parts = []
+    for start, end in _runs(sup, split):
+        run = src[start:end]
+        lo = np.searchsorted(run, anchors, side="left")
+        counts = np.searchsorted(run, anchors, side="right") - lo
+        offsets = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+        parts.append(start + np.arange(int(counts.sum()), dtype=np.int64) + offsets)
+    rows = np.concatenate(parts)
+    if len(parts) > 1:
+        rows = rows[np.argsort(src[rows], kind="stable")]
     return _pairs(sup, rows)
 
 
@@ -83,12 +95,45 @@ def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
     return np.stack([sup.anchor_src.numpy()[rows], sup.label_dst.numpy()[rows]]).astype(np.int64)
 
 
+def ablp_rows(s: StorageState, split: str | None, rank: int, world_size: int,
+              supervision_edge_type: EdgeType) -> tuple[int, int] | None:
+    """``[start, end)``: the label rows whose pairs :func:`ablp_input` returns for these arguments,
+    in the same order, when they are one range (a split of a storage with splits, or every
+    label of one without); None otherwise (every split of a storage with splits)."""
+    sup = supervision(s, supervision_edge_type)
+    runs = _runs(sup, split)
+    anchors = contiguous_slice(split_anchors(sup, split), rank, world_size)
+    if len(runs) != 1:
+        return None
+    start, end = runs[0]
+    if not len(anchors):
+        return start, start
+    run = sup.anchor_src.numpy()[start:end]
+    return (start + int(np.searchsorted(run, anchors[0], side="left")),
+            start + int(np.searchsorted(run, anchors[-1], side="right")))
+
+
+def stored_ablp_pairs(s: StorageState, split: str | None, rank: int, world_size: int,
+                      supervision_edge_type: EdgeType) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(anchors, labels)``: views of the state's shared-memory label rows that
+    :func:`ablp_input` would copy out for these arguments (the one exception to "a reply never
+    aliases the state": asked only inside a storage session, for its own sampling workers).
+    UsageError when those rows are not one range (``split=None`` on a storage with splits)."""
+    rows = ablp_rows(s, split, rank, world_size, supervision_edge_type)
+    if rows is None:
+        raise UsageError(f"the labels of {supervision_edge_type} for every split are not one range "
+                         "of rows on storage: ask for one split")
+    sup = supervision(s, supervision_edge_type)
+    start, end = rows
+    return sup.anchor_src[start:end], sup.label_dst[start:end]
+
+
 def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
                supervision_edge_type: EdgeType) -> ABLPInputNodes:
     """Anchors of ``split`` (slice ``rank`` of ``world_size``) with their positive labels (of
-    that split, for a per-edge split) and, when the supervision type has hard negatives, their
-    negative labels (``[2, N]`` (anchor, node) pairs sorted by anchor, of that split likewise;
-    an anchor may have none)."""
+    that split when the storage has splits) and, when the supervision type has hard negatives,
+    their negative labels (``[2, N]`` (anchor, node) pairs sorted by anchor, of that split
+    likewise; an anchor may have none)."""
     sup = supervision(s, supervision_edge_type)
     anchors = np.array(contiguous_slice(split_anchors(sup, split), rank, world_size))  # a copy
     et = supervision_edge_type

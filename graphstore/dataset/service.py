@@ -49,4 +49,8 @@ class StorageService:
         if isinstance(request, P.LabelsRequest):
             pairs = queries.labels_for(s, request.supervision_edge_type, request.anchors.numpy())
             return P.PairsReply(torch.from_numpy(pairs))
+        if isinstance(request, P.StoredAblpPairsRequest):
+            src = request.source
+            return P.StoredPairsReply(*queries.stored_ablp_pairs(
+                s, src.split, src.rank, src.world_size, src.supervision_edge_type))
         raise UsageError(f"StorageService: no answer for {type(request).__name__}")

@@ -164,6 +164,15 @@ class SplitRules:
         return self.splitter.assign(info.src_node_type, self._ranks(info.src_node_type, anchors),
                                     self.manifest.node_types[info.src_node_type].count)
 
+    def range_codes(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """int8 split code of each anchor id in ``[lo, hi)`` of supervision edge type ``name``
+        (node-based splitters), hashed a chunk at a time."""
+        out = np.empty(hi - lo, dtype=np.int8)
+        for start in range(lo, hi, _CODES_CHUNK):
+            stop = min(hi, start + _CODES_CHUNK)
+            out[start - lo:stop - lo] = self.anchor_codes(name, np.arange(start, stop, dtype=np.int64))
+        return out
+
     def base_of(self, name: str) -> str | None:
         """The supervision type whose split removes edges of ``name`` (itself, or the type it
         reverses), None when the train view keeps every edge of ``name``."""

@@ -286,7 +286,7 @@ def hetero_in_run(tmp_path_factory) -> Path:
     below that only check what it recorded (one launch of ~50 s, not two)."""
     tmp = tmp_path_factory.mktemp("hetero-in")
     tp, rp, run = _prepare(tmp, "hetero", "in")
-    _run_ok(tp, rp, run)
+    (run / "launch_output.txt").write_text(_run_ok(tp, rp, run))
     return run
 
 
@@ -295,10 +295,13 @@ def hetero_in_run(tmp_path_factory) -> Path:
 def test_graph_store_sampling_matches_raw_graph(tmp_path, request, kind, direction):
     if (kind, direction) == ("hetero", "in"):
         run = request.getfixturevalue("hetero_in_run")
+        out = (run / "launch_output.txt").read_text()
     else:
         tp, rp, run = _prepare(tmp_path, kind, direction)
-        _run_ok(tp, rp, run)
+        out = _run_ok(tp, rp, run)
     _check_run(run, run.parent / "data", kind, direction)
+    # the ABLP loader's pairs were named, not sent: each storage read its own, once per compute rank
+    assert out.count("label pairs read from storage") == 4, out[-3000:]
 
 
 @pytest.mark.timeout(420)

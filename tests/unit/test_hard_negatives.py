@@ -156,7 +156,7 @@ def test_storage_splits_negatives_with_their_anchors_and_serves_them(shards, spl
             assert set(negs[0].tolist()) <= anchors and (negs[0].diff() >= 0).all()
             src, dst = neg.anchor_src.numpy(), neg.label_dst.numpy()
             rows = np.isin(src, list(anchors))
-            if neg.label_split is not None:  # per edge: the negative's own hash, its own split
+            if splitter.endswith("EdgeLinkSplitter"):  # per edge: the negative's own hash
                 want = DistEdgeLinkSplitter(num_val=0.3, num_test=0.3).assign_edges(  # of ranks
                     str(NEG), ranks(shards, "user")[src], ranks(shards, "item")[dst], len(pairs))
                 rows &= want == SPLIT_CODE[split]

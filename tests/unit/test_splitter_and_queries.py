@@ -56,11 +56,13 @@ def _t(values) -> torch.Tensor:
 
 
 def _state() -> StorageState:
-    src = np.array([1, 1, 1, 4, 6, 6, 9], dtype=np.int64)
-    dst = np.array([10, 11, 12, 13, 14, 15, 16], dtype=np.int64)
+    """Rows grouped by split (train: anchors 1, 6, 9; val: 4), as storage holds them."""
+    src = np.array([1, 1, 1, 6, 6, 9, 4], dtype=np.int64)
+    dst = np.array([10, 11, 12, 14, 15, 16, 13], dtype=np.int64)
     sup = Supervision(BUYS, _t(src), _t(dst),
                       {"all": _t([1, 4, 6, 9]), "train": _t([1, 6, 9]),
-                       "val": _t([4]), "test": _t([])})
+                       "val": _t([4]), "test": _t([])},
+                      {"all": (0, 7), "train": (0, 6), "val": (6, 7), "test": (7, 7)})
     return _one_partition_state(sup, users=10, items=20)
 
 
@@ -140,17 +142,20 @@ def test_edge_split_is_per_edge_deterministic_and_honours_fractions():
 
 
 def _edge_split_state() -> StorageState:
-    """Labels sorted by anchor with their per-edge split, as storage holds them."""
+    """Labels grouped by their per-edge split, then sorted by anchor, as storage holds them."""
     rng = np.random.default_rng(5)
     src, dst = rng.integers(0, 50, 3000), rng.integers(0, 80, 3000)
-    order = np.argsort(src, kind="stable")
-    src, dst = src[order], dst[order]
     codes = DistEdgeLinkSplitter(num_val=0.2, num_test=0.2).assign_edges(
         "user__buys__item", src, dst, len(src))
+    order = np.lexsort((src, codes))
+    src, dst, codes = src[order], dst[order], codes[order]
     by_split = {"all": _t(np.unique(src))}
     by_split.update({s: _t(np.unique(src[codes == c])) for s, c in (("train", 0), ("val", 1),
                                                                     ("test", 2))})
-    sup = Supervision(BUYS, _t(src), _t(dst), by_split, torch.from_numpy(codes))
+    bounds = np.searchsorted(codes, [0, 1, 2, 3])
+    rows = {s: (int(bounds[c]), int(bounds[c + 1])) for s, c in (("train", 0), ("val", 1),
+                                                                 ("test", 2))}
+    sup = Supervision(BUYS, _t(src), _t(dst), by_split, {"all": (0, len(src)), **rows})
     return _one_partition_state(sup, users=50, items=80)
 
 
@@ -246,3 +251,65 @@ def test_splits_do_not_depend_on_the_partition_count(tmp_path, splitter):
     assert got[2] == got[3]
     assert ShardSet.open(str(tmp_path / "p2")).id_map("user").column("raw_id").to_pylist() != \
         ShardSet.open(str(tmp_path / "p3")).id_map("user").column("raw_id").to_pylist()
+
+
+@pytest.mark.parametrize("splitter", [None, "graphstore.DistNodeAnchorLinkSplitter",
+                                      "graphstore.DistEdgeLinkSplitter"])
+def test_label_rows_are_grouped_by_split_so_a_ranks_share_is_one_range_of_views(tmp_path, splitter):
+    """Storage holds each split's labels as one run of rows sorted by anchor: a compute rank's
+    ``fetch_ablp_input`` share is one range, which a storage session hands its sampling workers
+    as views of the shared rows (``stored_ablp_pairs``), equal, in order, to the copy
+    ``ablp_input`` replies with."""
+    from graphstore.config import StorageArgs
+    from graphstore.formats.shards.reader import ShardSet
+    from graphstore.dataset.partition_graph import build_storage_dataset
+    from tests.unit.test_partition import make_raw, run_partition, task_dict
+
+    make_raw(tmp_path / "raw")
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "shards", num_partitions=2)
+    shards = ShardSet.open(str(tmp_path / "shards"))
+    storage = {"sample_edge_direction": "in"}
+    if splitter:
+        storage.update(splitter_cls_path=splitter,
+                       splitter_kwargs={"num_val": 0.3, "num_test": 0.3})
+    splits = ("train", "val", "test") if splitter else (None,)
+    for p in range(2):
+        _, state = build_storage_dataset(shards, p, StorageArgs.model_validate(storage), "in")
+        sup = state.supervision[BUYS]
+        src, dst = sup.anchor_src.numpy(), sup.label_dst.numpy()
+        assert sup.split_rows["all"] == (0, len(src))
+        runs = sup.sorted_runs
+        assert runs[0][0] == 0 and runs[-1][1] == len(src)
+        assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))  # the runs tile the rows
+        assert all((np.diff(src[a:b]) >= 0).all() for a, b in runs)
+        every = set()
+        for split in splits:
+            whole = queries.ablp_input(state, split, 0, 1, BUYS).positive_labels[BUYS.as_tuple()]
+            if split:  # the split's run holds exactly its pairs
+                a, b = sup.split_rows[split]
+                assert sorted(zip(src[a:b].tolist(), dst[a:b].tolist())) == sorted(
+                    map(tuple, whole.T.tolist())), split
+            every |= set(map(tuple, whole.T.tolist()))
+            for world in (1, 3):
+                for rank in range(world):
+                    copy = queries.ablp_input(state, split, rank, world, BUYS)
+                    want = copy.positive_labels[BUYS.as_tuple()]
+                    anchors, labels = queries.stored_ablp_pairs(state, split, rank, world, BUYS)
+                    assert torch.equal(torch.stack([anchors, labels]), want), (split, rank, world)
+                    if len(anchors):  # views of the shared rows, not copies
+                        assert anchors.untyped_storage().data_ptr() == \
+                            sup.anchor_src.untyped_storage().data_ptr()
+                        assert labels.untyped_storage().data_ptr() == \
+                            sup.label_dst.untyped_storage().data_ptr()
+                        assert want.untyped_storage().data_ptr() != \
+                            sup.anchor_src.untyped_storage().data_ptr()
+        assert every == set(zip(src.tolist(), dst.tolist()))
+        # every split at once: sorted by anchor, all rows; not one range when there are splits
+        owned = sup.anchors_by_split["all"].numpy()
+        pairs = queries.labels_of(sup, owned)
+        assert (np.diff(pairs[0]) >= 0).all()
+        assert sorted(map(tuple, pairs.T.tolist())) == sorted(zip(src.tolist(), dst.tolist()))
+        if splitter:
+            assert queries.ablp_rows(state, None, 0, 1, BUYS) is None
+            with pytest.raises(UsageError, match="ask for one split"):
+                queries.stored_ablp_pairs(state, None, 0, 1, BUYS)

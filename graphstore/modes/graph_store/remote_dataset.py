@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import torch
 
 from graphstore.runtime.errors import UsageError
+from graphstore.dataset import glt_adapter
 from graphstore.dataset.glt_adapter import init_dist_loader
 from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions
 from graphstore.modes.graph_store.info import GraphStoreInfo
@@ -103,7 +104,8 @@ class RemoteDistDataset(DatasetBase):
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()
-        init_dist_loader(loader, None, list(inputs), config, CPU, worker_options)
+        init_dist_loader(loader, None, [glt_adapter.sent_input(i) for i in inputs], config, CPU,
+                         worker_options)
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
                      self.num_storage, time.perf_counter() - t0)
