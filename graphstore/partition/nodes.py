@@ -30,7 +30,7 @@ import numpy as np
 from graphstore.runtime.errors import InputDataError
 from graphstore.partition import node_arrays, read_errors
 from graphstore.partition import sources as src_mod
-from graphstore.partition.edge_stream import IdLookup
+from graphstore.partition.edge_stream import IdLookup, row_group_rows
 from graphstore.partition.sources import IdKind, Table, id_expr, sql_ident, sql_str
 from graphstore.partition.workspace import Workspace, log_rate
 from graphstore.formats.shards.format import NodeRanges, id_map_path, node_dir
@@ -188,6 +188,9 @@ def write_node_outputs(ws: Workspace, node: NodeType) -> None:
                   f"JOIN {table} n ON {id_expr(ns.id_column, kind, 'r')} = n.raw_id")
     else:
         source = f"SELECT n.int_id, {part} AS part FROM {table} n"
-    ws.db.execute(f"COPY ({source}) TO {sql_str(target)} ({ws.parquet}, PARTITION_BY (part))")
+    # int_id and float32 features; DuckDB rounds a row group up to a multiple of 2048 rows
+    rows = max(2048, row_group_rows(8 + 4 * node.feature_dim) // 2048 * 2048)
+    ws.db.execute(f"COPY ({source}) TO {sql_str(target)} ({ws.parquet}, ROW_GROUP_SIZE {rows}, "
+                  "PARTITION_BY (part))")
     ws.move_hive(target, lambda p: node_dir(p, nt))
     log_rate(log, f"id map + node files {nt}", node.count, t0)

@@ -594,3 +594,27 @@ def test_id_lookups_that_cannot_fit_are_ruled_out_before_their_ids_are_fetched()
     ids = pa.array(np.arange(0, 3 * many, 3, dtype=np.int64))
     assert edge_stream.IdLookup.build(ids, 8 * 3 * many, 2) is not None
     assert edge_stream.IdLookup.could_fit(True, many, 3 * many, 8 * 3 * many)
+
+
+@pytest.mark.parametrize("tuning", [None], ids=["memory"])
+def test_node_files_are_written_in_bounded_row_groups(tmp_path, monkeypatch, tuning):
+    """A reader holds a whole row group while it decodes it: node files (ids and features) are
+    written in row groups of at most ROW_GROUP_BYTES and read back whole. (The SQL path asks
+    DuckDB for the same bound, in its unit of 2048 rows: not testable on 40 users.)"""
+    import pyarrow.parquet as pq
+
+    from graphstore.partition import edge_stream
+
+    raw = make_raw(tmp_path / "raw")
+    row_bytes = 8 + 4 * 3  # int_id and the users' 3 float32 features
+    monkeypatch.setattr(edge_stream, "ROW_GROUP_BYTES", 7 * row_bytes)
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), tmp_path / "out", tuning=tuning)
+    files = sorted(current(tmp_path / "out").glob("part_*/nodes/user/*.parquet"))
+    assert files
+    rows = 0
+    for f in files:
+        meta = pq.ParquetFile(f).metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert max(sizes) <= 7 and meta.num_row_groups >= 2, (f, sizes)
+        rows += meta.num_rows
+    assert rows == len(raw["user_feat"]) == N_USERS

@@ -19,6 +19,11 @@ naming the complete one (graphstore.formats.shards.publish). Layout of one versi
                                           supervision type they serve) have labels only: their
                                           edge counts are 0, there is no reverse type for them
 
+Files are written in row groups of at most ~16 MiB uncompressed (graphstore.partition.edge_stream,
+``ROW_GROUP_BYTES``): a reader holds a whole row group while it decodes it, so this bounds a
+storage process's read buffers. A reader does not depend on it (older sets have one row group per
+file and still load, holding more while they do).
+
 Rules (every writer and reader keeps them):
 - **Ranges.** Partition ``p`` owns one contiguous range of dense ids per node type,
   ``[bounds[p], bounds[p + 1])``, where ``bounds`` is the running sum of the manifest's
