@@ -45,8 +45,9 @@ Each function documents the reason it exists, as measured here. Applying any of 
 harmless (each is idempotent). Importing this module imports neither torch nor GLT: the doctor
 checks the version before it tries to import GLT, and :class:`LabeledEdgeInput`,
 :class:`StoredEdgeInput`, :class:`HardNegativeEdgeInput`, :class:`GltLoader` and
-:class:`FailFastReceivingChannel` (GLT subclasses) are built the first time they are used (module ``__getattr__``). torch's rendezvous
-store is patched by graphstore.runtime.rendezvous (torch, not GLT).
+:class:`FailFastReceivingChannel` (GLT subclasses) are built the first time they are used
+(module ``__getattr__``). torch's rendezvous store is patched by graphstore.runtime.rendezvous
+(torch, not GLT).
 """
 
 from __future__ import annotations
@@ -955,6 +956,7 @@ def __getattr__(name: str) -> type:
 __all__ = [
     "FailFastReceivingChannel", "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput",
     "LabeledEdgeInput", "StoredEdgeInput", "check_glt_version", "default_store",
-    "exit_on_failed_batch", "glt_version_problem", "init_dist_loader", "installed_glt_version", "prepare_sampling_server",
+    "exit_on_failed_batch", "glt_version_problem", "init_dist_loader", "installed_glt_version",
+    "prepare_sampling_server",
     "sent_input", "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
 ]

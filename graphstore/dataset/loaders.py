@@ -97,7 +97,7 @@ class _AblpPairs(NamedTuple):
     supervision_edge_type: EdgeTypeTuple
     pairs: list[torch.Tensor]  # [2, P] (anchor, label)
     negatives: list[torch.Tensor] | None  # [2, N] (anchor, negative); None: none of that type
-    stored: list[Any]  # the AblpInputRequest that fetched the pairs (ABLPInputNodes.stored), or None
+    stored: list[Any]  # the AblpInputRequest that fetched each (ABLPInputNodes.stored), or None
 
 
 def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike | None

@@ -90,9 +90,18 @@ def labels_of(sup: Supervision, anchors: np.ndarray, split: str | None = None) -
     return _pairs(sup, rows)
 
 
-def _pairs(sup: Supervision, rows: np.ndarray) -> np.ndarray:
-    """``[2, len(rows)]`` int64 (anchor, label) of the given label rows."""
-    return np.stack([sup.anchor_src.numpy()[rows], sup.label_dst.numpy()[rows]]).astype(np.int64)
+def _pairs(sup: Supervision, rows: np.ndarray | slice) -> np.ndarray:
+    """``[2, len(rows)]`` int64 (anchor, label) of the given label rows (indices, or a slice:
+    one range), written straight into the one array returned."""
+    src, dst = sup.anchor_src.numpy(), sup.label_dst.numpy()
+    if isinstance(rows, slice):
+        out = np.empty((2, len(range(*rows.indices(len(src))))), dtype=np.int64)
+        out[0], out[1] = src[rows], dst[rows]
+        return out
+    out = np.empty((2, len(rows)), dtype=np.int64)
+    np.take(src, rows, out=out[0])
+    np.take(dst, rows, out=out[1])
+    return out
 
 
 def ablp_rows(s: StorageState, split: str | None, rank: int, world_size: int,
@@ -137,7 +146,8 @@ def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,
     sup = supervision(s, supervision_edge_type)
     anchors = np.array(contiguous_slice(split_anchors(sup, split), rank, world_size))  # a copy
     et = supervision_edge_type
-    pairs = labels_of(sup, anchors, split)
+    rows = ablp_rows(s, split, rank, world_size, et)  # one range: copied once, nothing else
+    pairs = labels_of(sup, anchors, split) if rows is None else _pairs(sup, slice(*rows))
     negatives = {}
     if et in s.negatives:
         negatives[et.as_tuple()] = torch.from_numpy(labels_of(s.negatives[et], anchors, split))

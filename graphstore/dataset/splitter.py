@@ -170,7 +170,8 @@ class SplitRules:
         out = np.empty(hi - lo, dtype=np.int8)
         for start in range(lo, hi, _CODES_CHUNK):
             stop = min(hi, start + _CODES_CHUNK)
-            out[start - lo:stop - lo] = self.anchor_codes(name, np.arange(start, stop, dtype=np.int64))
+            ids = np.arange(start, stop, dtype=np.int64)
+            out[start - lo:stop - lo] = self.anchor_codes(name, ids)
         return out
 
     def base_of(self, name: str) -> str | None:

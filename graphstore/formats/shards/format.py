@@ -19,7 +19,7 @@ naming the complete one (graphstore.formats.shards.publish). Layout of one versi
                                           supervision type they serve) have labels only: their
                                           edge counts are 0, there is no reverse type for them
 
-Files are written in row groups of at most ~16 MiB uncompressed (graphstore.partition.edge_stream,
+Files are written in row groups of at most ~4 MiB uncompressed (graphstore.partition.edge_stream,
 ``ROW_GROUP_BYTES``): a reader holds a whole row group while it decodes it, so this bounds a
 storage process's read buffers. A reader does not depend on it (older sets have one row group per
 file and still load, holding more while they do).

@@ -10,6 +10,13 @@ pyarrow's default pool (mimalloc) keeps what Parquet decoding freed. Measured wi
 and pyarrow's system pool (main process -40 MiB, session -60 MiB); nothing changed on a 20 k-edge
 partition (1 019 MiB either way) and the load took as long.
 
+:func:`map_own_blocks_from` lowers the threshold further in the storage main process alone, which
+builds the partition: reading node features decodes one array per feature column per batch
+(~128 KiB each), which under a 1 MiB threshold fragmented its heap: measured on the ``large``
+benchmark graph's partition 0 (2026-12-05, ``load_partition_graph`` in one process): 286-295 MiB
+anonymous after the load with 1 MiB, 228 MiB with 64 KiB, in the same 3.2-3.4 s. Its peak is
+the storage tree's, since the first session process and the sampling forkserver start while it
+loads. Its children keep 1 MiB (sampling moves many blocks of that size; not measured lower).
 :func:`release_freed_memory` returns what is left once a partition is built.
 :func:`use_lean_allocators` applies both to this process and, through the environment, to every
 process it starts afterwards (glibc reads ``MALLOC_MMAP_THRESHOLD_`` and pyarrow
@@ -26,6 +33,8 @@ import os
 
 MMAP_THRESHOLD_BYTES = 1 << 20
 """Blocks of at least this size are mapped on their own and unmapped when freed."""
+LOADER_MMAP_THRESHOLD_BYTES = 64 << 10
+"""The same, in the process that builds a storage partition (:func:`map_own_blocks_from`)."""
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc malloc.h)
 
 
@@ -41,6 +50,17 @@ def use_lean_allocators() -> None:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+def map_own_blocks_from(threshold_bytes: int = LOADER_MMAP_THRESHOLD_BYTES) -> None:
+    """This process only (its children read the environment): map blocks of at least
+    ``threshold_bytes`` on their own. Call after :func:`use_lean_allocators`; a threshold the
+    user set in ``MALLOC_MMAP_THRESHOLD_`` is kept."""
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != str(MMAP_THRESHOLD_BYTES):
+        return
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, threshold_bytes)
 
 
 def release_freed_memory() -> None:

@@ -46,7 +46,8 @@ from graphstore.runtime.heartbeat import Heartbeat
 from graphstore.runtime.ports import PortHold
 from graphstore.config.stage import StageContext
 from graphstore.dataset import protocol
-from graphstore.modes.graph_store.allocator import release_freed_memory, use_lean_allocators
+from graphstore.modes.graph_store.allocator import (map_own_blocks_from, release_freed_memory,
+                                                   use_lean_allocators)
 from graphstore.dataset.partition_graph import PartitionGraph, StorageState, glt_dataset, load_partition_graph
 from graphstore.dataset.protocol import CLIENT_GROUP, SERVER_GROUP
 from graphstore.dataset.service import StorageService
@@ -220,6 +221,7 @@ def run_storage(ctx: StageContext, topology: ClusterTopology) -> int:
     if topology.role != "storage":
         raise UsageError(f"this process has role {topology.role!r} in CLUSTER_SPEC, not storage")
     use_lean_allocators()  # before any child starts: they inherit it
+    map_own_blocks_from()  # this process builds the partition (allocator module docs)
     session_ports = PortHold(hold_s=math.inf)  # bound by the sessions, one after another
     first = SessionProcess(0, topology.machine_index)  # imports while we agree and load
     try:
