@@ -56,22 +56,22 @@ class MemoryModel:
 
 
 MEASURED = MemoryModel(
-    base_mib=1043.3, bytes_per_edge=20.1, bytes_per_label=19.7, bytes_per_owned_node=0.0,
-    bytes_per_feature_value=4.9, per_compute_process_mib=72.4,
-    measured=("2026-12-05, `python benchmarks/plan.py --calibrate` (2 CPUs, commit 9459a76 with "
-              "the storage-side ABLP input, 4 MiB row groups and the loader's 64 KiB mmap "
-              "threshold, shard schema 3): peak PSS of 8 generated graphs (20 k-16 M edges, "
-              "2 k-1.5 M nodes, 16-128 features, 6 homogeneous, 2 hetero including the large "
-              "preset: 9 M stored edges and 4 M labels per partition) x 2 partitions, non-negative "
-              "least squares, fit within 2.7%; the compute term from 1, 2 and 4 compute processes"))
+    base_mib=1007.7, bytes_per_edge=20.0, bytes_per_label=24.0, bytes_per_owned_node=12.6,
+    bytes_per_feature_value=5.2, per_compute_process_mib=39.0,
+    measured=("2026-12-05, `python benchmarks/plan.py --calibrate` (2 CPUs, commit 9fed651: "
+              "labels read in place by the sampling producers, 4 MiB row groups, shard schema 3): "
+              "peak PSS of 8 generated graphs (20 k-16 M edges, 2 k-1.5 M nodes, 16-128 features, "
+              "6 homogeneous, 2 hetero including the large preset: 9 M stored edges and 4 M labels "
+              "per partition) x 2 partitions, non-negative least squares, fit within 0.9%; the "
+              "compute term from 1, 2 and 4 compute processes"))
 """The coefficients ``pipeline plan`` uses (see the module docs for how they were measured).
 What they mean, from how the storage process builds a partition (graphstore.dataset.partition_graph) and
 serves it: per edge, its neighbour and edge id in shared memory (16 B) and GLT's row bookkeeping;
 per label, the anchor and label arrays (16 B; the sampling producers read them in place:
 graphstore.dataset.glt_adapter.StoredEdgeInput) and the answer to ``fetch_ablp_input`` while it
 is built and sent; per feature value, the float32 matrix (4 B) and the batches the sampling
-workers gather from it; per owned node, nothing measurable (the row pointer's 8 B is within the
-fit's error); the base is four Python processes with torch and GLT
+workers gather from it; per owned node, the row pointer (8 B per edge type a node anchors; 0 to
+12.6 B in two fits of the same code); the base is four Python processes with torch and GLT
 loaded (the storage main process, its session process, the session's sampling forkserver and
 workers; torch 2.3's CUDA build alone is ~190 MiB of private memory per fresh interpreter)."""
 
