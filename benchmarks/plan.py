@@ -144,12 +144,12 @@ def _role(pid: int, main: int) -> str:
     return "sampling_workers"
 
 
-def measure_launch(task: Path, res: Path, run_dir: Path) -> dict[int, dict]:
-    """Run the train stage; per storage index: peak tree PSS and main-process VmHWM (MiB).
+def measure_launch(task: Path, res: Path, run_dir: Path, stage: str = "train") -> dict[int, dict]:
+    """Run ``stage``; per storage index: peak tree PSS and main-process VmHWM (MiB).
     The configs have one compute machine, so storage machine i has global RANK 1 + i."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipeline", "launch", "--task-config", str(task), "--resource-config",
-         str(res), "--stage", "train", "--run-dir", str(run_dir), "--timeout-s", "3000"],
+         str(res), "--stage", stage, "--run-dir", str(run_dir), "--timeout-s", "3000"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     mains: dict[int, int] = {}  # storage index -> main pid
     peak: dict[int, dict] = {}

@@ -13,13 +13,14 @@ Order (docs/runtime.md, "Graph-store sessions"):
      group after the first one left, hence one process per session. Its exit code is checked, and
      it is joined with ``sessionTimeoutS``.
 
-Each session process is started one step ahead (:class:`SessionProcess`): session 0's before step
-1, session k + 1's once session k serves its clients (not before: on a machine with few cores,
-its imports would slow session k's own start). It imports torch and GLT and starts its sampling
-forkserver (several seconds on a busy machine) while the previous step runs, then waits for its
-dataset, which it gets only once the previous session has exited; a process started for a
-session that never comes is told to stop (or, failing that, killed) when the storage process
-ends.
+Session 0's process is started before step 1 (:class:`SessionProcess`): it imports torch and GLT
+and starts its sampling forkserver (several seconds on a busy machine) while the partition loads,
+then waits for its dataset; a process started for a session that never comes is told to stop (or,
+failing that, killed) when the storage process ends. Session k + 1's process starts once session
+k has exited, not while it serves: started ahead, it held a second session's memory for the whole
+of session k (its process and a forkserver with GLT loaded: the storage machine's peak in the
+``large`` graph's infer stage, two sessions, was 2,212-2,226 MiB against 1,336-1,338 MiB in
+training, 2026-12-05) to save a few seconds of imports per session.
 
 Compute processes talk to a session only through graphstore.dataset.protocol: each session
 process registers a :class:`~graphstore.dataset.service.StorageService` over its partition there,
@@ -63,11 +64,10 @@ servers); an idle worker exits at once."""
 
 
 # -- sessions --------------------------------------------------------------------------------------
-def _session_entry(conn: Connection, serving: Connection, session: int, storage_index: int,
+def _session_entry(conn: Connection, session: int, storage_index: int,
                    log_level: int) -> None:
     """Body of one server-session process: prepare, then wait for the session's work (a
-    ``(graph, state, info)`` tuple; None: no such session after all); ``serving`` is told
-    when the session serves its clients."""
+    ``(graph, state, info)`` tuple; None: no such session after all)."""
     import graphlearn_torch  # noqa: F401  (the slow import, while the previous step runs)
 
     from graphstore.runtime.cli import setup_logging
@@ -79,11 +79,11 @@ def _session_entry(conn: Connection, serving: Connection, session: int, storage_
     if work is None:
         return
     graph, state, info = work
-    _session_main(session, glt_dataset(graph), state, info, storage_index, serving)
+    _session_main(session, glt_dataset(graph), state, info, storage_index)
 
 
 def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
-                  storage_index: int, serving: Connection | None = None) -> None:
+                  storage_index: int) -> None:
     """One server session, in its own process (module docs, step 3)."""
     import graphlearn_torch as glt
 
@@ -99,9 +99,6 @@ def _session_main(session: int, dataset, state: StorageState, info: GraphStoreIn
         request_timeout=int(info.runtime.rpc_timeout_s), server_group_name=SERVER_GROUP)
     log.info("session=%d serving clients=%d connect_s=%.2f", session, info.num_compute_processes,
              time.perf_counter() - t0)
-    if serving is not None:
-        serving.send(True)
-        serving.close()
     peers = {f"compute rank {j}": f"{CLIENT_GROUP}_{j}" for j in range(info.num_compute_processes)}
     beat = Heartbeat(peers, interval_s=info.runtime.heartbeat_interval_s,
                      timeout_s=info.runtime.heartbeat_timeout_s,
@@ -123,28 +120,17 @@ class SessionProcess:
         ctx = mp.get_context("spawn")  # not a forkserver: see graphstore.runtime.processes
         self.session, self.storage_index = session, storage_index
         reader, self._conn = ctx.Pipe(duplex=False)  # it receives, we send
-        self._serving, told = ctx.Pipe(duplex=False)  # it tells us when it serves
         self.process = ctx.Process(target=_session_entry,
-                                   args=(reader, told, session, storage_index,
+                                   args=(reader, session, storage_index,
                                          logging.getLogger().level),
                                    name=f"storage{storage_index}-session{session}")
         self.process.start()
         reader.close()
-        told.close()
         self._given = False
 
     def give(self, work: tuple | None) -> None:
         self._conn.send(work)
         self._given = work is not None
-
-    def wait_serving(self, timeout_s: float) -> None:
-        """Return once the session serves its clients, has ended, or ``timeout_s`` passed (the
-        caller then joins it, which reports how it ended)."""
-        try:
-            if self._serving.poll(timeout_s):
-                self._serving.recv()
-        except (EOFError, OSError):  # it ended without serving: join_checked says how
-            pass
 
     def join_checked(self, info: GraphStoreInfo) -> None:
         """Wait for the session to end: RuntimeFailure when it outlives ``sessionTimeoutS`` or
@@ -172,7 +158,6 @@ class SessionProcess:
             self.process.kill()
             self.process.join(timeout=timeout_s)
         self._conn.close()
-        self._serving.close()
 
 
 def serve_sessions(graph: PartitionGraph, state: StorageState, info: GraphStoreInfo,
@@ -180,20 +165,17 @@ def serve_sessions(graph: PartitionGraph, state: StorageState, info: GraphStoreI
                    first: SessionProcess | None = None) -> None:
     """Run every server session in its own process, one after another; ``first``: session 0's
     process, already started (module docs)."""
-    current = first or SessionProcess(0, storage_index)
-    upcoming: SessionProcess | None = None
+    current: SessionProcess | None = first or SessionProcess(0, storage_index)
     try:
         for session in range(info.num_server_sessions):
+            if current is None:  # the previous session has exited (module docs)
+                current = SessionProcess(session, storage_index)
             current.give((graph, state, info))
-            if session + 1 < info.num_server_sessions:
-                current.wait_serving(info.runtime.readiness_timeout_s)
-                upcoming = SessionProcess(session + 1, storage_index)
             current.join_checked(info)
-            current, upcoming = upcoming, None
+            current = None
     finally:
-        for proc in (current, upcoming):
-            if proc is not None:
-                proc.stop(info.runtime.shutdown_timeout_s)
+        if current is not None:
+            current.stop(info.runtime.shutdown_timeout_s)
 
 
 def load_partition(shards_uri: str, partition: int, num_storage: int,
