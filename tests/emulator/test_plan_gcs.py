@@ -38,13 +38,13 @@ def test_submit_sizes_gcs_tables_from_their_footers_and_refuses_what_cannot_fit(
     with pytest.raises(Exception, match="not found"):
         count_rows(f"{root}/missing.parquet", "parquet")
     data = f"datasetConfig.dataRootUri={root}"
-    small = (f"{POOL}.machine_type=n2-highmem-2", f"{IPOOL}.machine_type=n2-highmem-2")
+    small = (f"{POOL}.machine_type=n1-highmem-2", f"{IPOOL}.machine_type=n1-highmem-2")
     refused = _submit("--set", data, *(a for s in small for a in ("--set", s)))
     assert refused.returncode == 2, refused.stderr
     assert refused.stdout == ""
     problems = refused.stderr.strip().splitlines()
     assert problems[0] == "pipeline: error: 2 config problems:", problems
-    assert all(".machine_type: n2-highmem-2 has 16.0 GiB of memory but partition" in p
+    assert all(".machine_type: n1-highmem-2 has 13.0 GiB of memory but partition" in p
                for p in problems[1:])
     fits = _submit("--set", data)  # n2-highmem-32 (256 GiB) holds the same partitions
     assert fits.returncode == 0, fits.stderr

@@ -67,7 +67,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def huge_tables(tmp_path_factory) -> Path:
     """The hetero tables with 600 M user->item rows: 4 partitions of ~305 M stored edges, which
-    no n2-highmem-2 (16 GiB) holds and an n2-highmem-32 does."""
+    no n1-highmem-2 (13 GiB) holds and an n2-highmem-32 does."""
     data = tmp_path_factory.mktemp("huge")
     write_huge_tables(data)
     return data
@@ -76,16 +76,16 @@ def huge_tables(tmp_path_factory) -> Path:
 def test_plan_command_states_the_model_and_refuses_a_pool_that_cannot_hold_it(huge_tables, tiny):
     proc = _cli("plan", "--task-config", str(VERTEX_TASK), "--resource-config", str(VERTEX_RES),
                 "--set", f"datasetConfig.dataRootUri={huge_tables}",
-                "--set", f"{POOL}.machine_type=n2-highmem-2")
+                "--set", f"{POOL}.machine_type=n1-highmem-2")
     assert proc.returncode == 2, proc.stderr
     out = proc.stdout
     assert "plan: sizes from the raw tables' row counts (610,000,000 edges; estimated" in out
     assert f"{MEASURED.bytes_per_edge:.1f} B/edge" in out and MEASURED.measured in out
-    assert "train: storage pool n2-highmem-2 (16 GiB, pd-ssd 200 GB) x4: DOES NOT FIT" in out
+    assert "train: storage pool n1-highmem-2 (13 GiB, pd-ssd 200 GB) x4: DOES NOT FIT" in out
     assert "infer: storage pool n2-highmem-32 (256 GiB" in out
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and len(lines[0]) < 400, lines
-    assert lines[0].startswith(f"{VERTEX_RES}: {POOL}.machine_type: n2-highmem-2 has 16.0 GiB")
+    assert lines[0].startswith(f"{VERTEX_RES}: {POOL}.machine_type: n1-highmem-2 has 13.0 GiB")
     assert "Traceback" not in proc.stderr
     fits = _cli("plan", "--task-config", str(tiny["task"]), "--resource-config",
                 str(REPO / "configs" / "resource_local.yaml"), "--shards", tiny["shards"])
