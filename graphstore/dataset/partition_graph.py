@@ -249,7 +249,8 @@ def _labels(shards: ShardSet, partition: int, name: str, rules: SplitRules | Non
     anchor_src, anchor_np = _shared_numpy((total,), torch.int64)
     anchor_codes = (rules.range_codes(name, lo, hi) if rules is not None and not edge_codes
                     else None)
-    cursor, split_rows, by_split = _lay_out_rows(counts, lo, hi, groups, anchor_codes, anchor_np)
+    cursor, split_rows, by_split = _lay_out_rows(counts, lo, hi, groups, edge_codes, anchor_codes,
+                                                 anchor_np)
     del anchor_codes
     label_dst, label_np = _shared_numpy((total,), torch.int64)
     for anchors, labels in _pairs(shards, rel, columns, verify=False):  # pass 2
@@ -259,21 +260,20 @@ def _labels(shards: ShardSet, partition: int, name: str, rules: SplitRules | Non
                        {k: _shared_copy(v) for k, v in by_split.items()}, split_rows)
 
 
-def _lay_out_rows(counts: np.ndarray, lo: int, hi: int, groups: int,
+def _lay_out_rows(counts: np.ndarray, lo: int, hi: int, groups: int, slot_per_group: bool,
                   anchor_codes: np.ndarray | None, anchor_np: np.ndarray
                   ) -> tuple[np.ndarray, dict[str, tuple[int, int]], dict[str, np.ndarray]]:
     """Place the slots of :func:`_labels` group by group: ``(cursor, split_rows, by_split)``,
     the first row of every slot, each split's rows and its anchors (and "all"); fills
     ``anchor_np`` (the anchor of every row). ``counts``: rows per slot, ``groups`` x the range
-    (per-edge splits) or one per anchor of the range, whose group is then ``anchor_codes``
-    (None: one group, and no split is named)."""
+    when ``slot_per_group`` (per-edge splits), else one per anchor of the range, whose group is
+    then ``anchor_codes`` (None: one group, and no split is named)."""
     n = hi - lo
     ids = np.arange(lo, hi, dtype=np.int64)
-    per_slot_group = len(counts) == groups * n and groups > 1
     cursor = np.empty_like(counts)
     split_rows, by_split, start = {"all": (0, int(counts.sum()))}, {}, 0
     for code in range(groups):
-        if per_slot_group:
+        if slot_per_group:
             sel: slice | np.ndarray = slice(code * n, (code + 1) * n)
             degree, anchors_here = counts[sel], ids
         else:

@@ -94,10 +94,8 @@ def _pairs(sup: Supervision, rows: np.ndarray | slice) -> np.ndarray:
     """``[2, len(rows)]`` int64 (anchor, label) of the given label rows (indices, or a slice:
     one range), written straight into the one array returned."""
     src, dst = sup.anchor_src.numpy(), sup.label_dst.numpy()
-    if isinstance(rows, slice):
-        out = np.empty((2, len(range(*rows.indices(len(src))))), dtype=np.int64)
-        out[0], out[1] = src[rows], dst[rows]
-        return out
+    if isinstance(rows, slice):  # two views, one copy
+        return np.stack([src[rows], dst[rows]])
     out = np.empty((2, len(rows)), dtype=np.int64)
     np.take(src, rows, out=out[0])
     np.take(dst, rows, out=out[1])
