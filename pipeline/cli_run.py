@@ -212,22 +212,21 @@ def _neighbours(run_dir: str, run_id: str, task, project: str | None) -> list[st
 
 def run(args: argparse.Namespace) -> int:
     from graphstore.config import load_config_pair
-    from graphstore.formats.run_ids import check_run_id, new_run_id
+    from graphstore.formats.run_ids import RunId
     from graphstore.config.stage import STAGES as GRAPH_STORE_STAGES
     from graphstore.config.stage import stage_resources
     from pipeline.stages import STAGES, check_run_folder, dump_yaml, stage_range
 
     stages = stage_range(args.start_at or STAGES[0], args.stop_after)
     resume = args.start_at is not None
-    if args.run_id is not None:
-        check_run_id(args.run_id, "--run-id")
+    given = None if args.run_id is None else RunId.parse(args.run_id, "--run-id")
     task, res = load_config_pair(args.task_config, args.resource_config, tuple(args.overrides))
     for stage in GRAPH_STORE_STAGES:
         if stage in stages and stage_resources(res, stage).kind != "local":
             raise UsageError(f"{args.resource_config}: the {stage} stage has Vertex AI resources; "
                              "`pipeline run` needs a local resource config (submit runs on Vertex)")
     run_root = args.run_root if uris.is_gcs(args.run_root) else os.path.abspath(args.run_root)
-    run_id = args.run_id or new_run_id()
+    run_id = given or RunId.new()  # named here: the run's folder and log are known before it starts
     run_dir = RunPaths.of_run(run_root, run_id).run_dir
     check_run_folder(run_dir, resume=resume)  # fail fast; the freeze task claims it atomically
     _check_resume(run_dir, stages)
@@ -249,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         with quiet, _sigterm_reaches_the_task():
             pipeline_fn(task_config=dump_yaml(task.to_dict()),
                         resource_config=dump_yaml(res.to_dict()), run_root=run_root,
-                        run_id=run_id, start_at=stages[0], stop_after=stages[-1], resume=resume)
+                        run_id=str(run_id), start_at=stages[0], stop_after=stages[-1], resume=resume)
     except Exception as exc:  # noqa: BLE001 - KFP reports a failed task as a plain exception
         records = read_records(run_dir, skip_unreadable=True)
         # a task killed before it could record its end is left "running"

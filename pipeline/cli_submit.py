@@ -58,12 +58,11 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     from pipeline.dag import compile_pipeline
     from pipeline.stages import dump_yaml, stage_range
 
-    from graphstore.formats.run_ids import check_run_id
+    from graphstore.formats.run_ids import RunId
     from pipeline.stages import STAGES
 
     stages = stage_range(args.start_at or STAGES[0], args.stop_after)
-    if run_id:
-        check_run_id(run_id, "--run-id")
+    run_id = RunId.parse(run_id, "--run-id") if run_id else ""  # "": the freeze task makes one
     task, res = load_config_pair(args.task_config, args.resource_config, tuple(args.overrides))
     run_root = args.run_root
     if not run_root:
@@ -85,7 +84,7 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     template = os.path.join(tmp, "pipeline.yaml")
     compile_pipeline(template, image=args.image, resources=res)
     params = {"task_config": dump_yaml(task.to_dict()), "resource_config": dump_yaml(res.to_dict()),
-              "run_root": run_root, "run_id": run_id, "start_at": stages[0],
+              "run_root": run_root, "run_id": str(run_id), "start_at": stages[0],
               "stop_after": stages[-1], "graph_store_image": args.image,
               "resume": bool(run_id) and args.start_at is not None}
     credentials = AnonymousCredentials() if args.dry_run else None

@@ -12,7 +12,9 @@ clock plus a random suffix), ``run_date`` (empty: today, UTC), ``start_at`` / ``
 (stage names), ``resume`` (the run folder of ``run_id`` may already hold that run: the client
 sets it when the user gave ``--start-at``; otherwise an existing run folder is refused),
 ``graph_store_image`` (the image of the Vertex AI CustomJobs of train and infer; default: the
-compile-time image). The train and infer tasks also get the pipeline job's name (KFP's
+compile-time image). The freeze task's outputs, the run folder, the run id (the one it was
+given, or the one it made: graphstore.formats.run_ids) and the node types to export, are the
+later tasks' inputs. The train and infer tasks also get the pipeline job's name (KFP's
 placeholder), which labels their CustomJobs (pipeline.vertex.job_labels).
 
 Stage selection uses ``dsl.If`` / ``dsl.Elif`` on ``start_at``, one branch per first stage, each
@@ -39,14 +41,15 @@ PIPELINE_NAME = "graphstore-pipeline"
 
 
 def _freeze(task_config: str, resource_config: str, run_root: str, run_id: str, run_date: str,
-            resume: bool, job_name: str) -> NamedTuple("Frozen", run_dir=str, node_types=List[str]):
+            resume: bool, job_name: str
+            ) -> NamedTuple("Frozen", run_dir=str, run_id=str, node_types=List[str]):
     from collections import namedtuple
 
     from pipeline.stages import freeze
 
-    run_dir, node_types = freeze(task_config, resource_config, run_root, run_id or "", run_date,
-                                 resume=resume)
-    return namedtuple("Frozen", "run_dir node_types")(run_dir, node_types)
+    frozen = freeze(task_config, resource_config, run_root, run_id or "", run_date, resume=resume)
+    return namedtuple("Frozen", "run_dir run_id node_types")(frozen.run_dir, str(frozen.run_id),
+                                                             frozen.node_types)
 
 
 def _partition(run_dir: str) -> str:
@@ -56,14 +59,16 @@ def _partition(run_dir: str) -> str:
     return run_dir
 
 
-def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics],
+def _train(run_dir: str, run_id: str, image: str, pipeline_job: str, metrics: Output[Metrics],
            report: Output[HTML]) -> str:
     import os
 
+    from graphstore.formats.run_ids import RunId
     from graphstore.io import uris
     from pipeline.stages import run_graph_store
 
-    record = run_graph_store(run_dir, "train", image, pipeline_job)
+    record = run_graph_store(run_dir, "train", image, pipeline_job,
+                             run_id=RunId.parse(run_id, "the freeze task's run_id"))
     if record.report:  # the run report as an HTML artifact: Vertex Pipelines shows it
         os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
         with open(report.path, "w", encoding="utf-8") as fh:
@@ -82,17 +87,21 @@ def _train(run_dir: str, image: str, pipeline_job: str, metrics: Output[Metrics]
     return run_dir
 
 
-def _infer(run_dir: str, image: str, pipeline_job: str) -> str:
+def _infer(run_dir: str, run_id: str, image: str, pipeline_job: str) -> str:
+    from graphstore.formats.run_ids import RunId
     from pipeline.stages import run_graph_store
 
-    run_graph_store(run_dir, "infer", image, pipeline_job)
+    run_graph_store(run_dir, "infer", image, pipeline_job,
+                    run_id=RunId.parse(run_id, "the freeze task's run_id"))
     return run_dir
 
 
-def _export(run_dir: str, node_type: str) -> int:
+def _export(run_dir: str, run_id: str, node_type: str) -> int:
+    from graphstore.formats.run_ids import RunId
     from pipeline.stages import run_export
 
-    return int(run_export(run_dir, node_type).rows or 0)
+    record = run_export(run_dir, node_type, run_id=RunId.parse(run_id, "the freeze task's run_id"))
+    return int(record.rows or 0)
 
 
 def _request(task, resources: TaskResources):
@@ -123,11 +132,13 @@ def build_pipeline(image: str = DEFAULT_IMAGE, enable_caching: bool = False,
     def add_stage(stage: str, frozen, after, image_param):
         if stage == "export":
             with dsl.ParallelFor(frozen.outputs["node_types"], parallelism=1) as node_type:
-                task = export_op(run_dir=frozen.outputs["run_dir"], node_type=node_type)
+                task = export_op(run_dir=frozen.outputs["run_dir"],
+                                 run_id=frozen.outputs["run_id"], node_type=node_type)
                 task.set_display_name("export").set_caching_options(enable_caching).after(after)
                 _request(task, export_res)
             return task
-        extra = ({"image": image_param, "pipeline_job": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
+        extra = ({"run_id": frozen.outputs["run_id"], "image": image_param,
+                  "pipeline_job": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
                  if stage in ("train", "infer") else {})
         task = ops[stage](run_dir=frozen.outputs["run_dir"], **extra)
         task.set_display_name(stage).set_caching_options(enable_caching).after(after)

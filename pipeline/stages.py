@@ -4,8 +4,9 @@ Run folder of one pipeline run: ``<runRoot>/<run_id>/``, laid out by
 graphstore.formats.run_paths.RunPaths (frozen configs and the run record ``config/run.json`` in
 ``config/``, the stages' outputs, process logs, and ``_stages/<name>.json``: one record per task,
 graphstore.formats.stage_records.StageRecord, status running from its start, then ok or failed with seconds
-and error). The run id of a run folder is read from its run record, never from its name
-(graphstore.formats.run_paths.read_run_id).
+and error). The run id enters at the freeze task (:func:`freeze`), which hands it to every later
+task with the run folder; a run folder's id can also be read back from its run record
+(graphstore.formats.run_paths.read_run_id), never from its name.
 
 Placeholders (scheduled retraining): ``{run_id}``, ``{run_date}`` (YYYY-MM-DD, UTC) and
 ``{run_time}`` (HHMMSS) anywhere in a config value are replaced when the run starts, and the
@@ -23,15 +24,15 @@ import logging
 import os
 import tempfile
 import time
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import yaml
 
 from graphstore.io import uris
 from graphstore.config import load_config_pair
 from graphstore.runtime.errors import GraphstoreError, UsageError
-from graphstore.formats.run_ids import check_run_id, new_run_id
-from graphstore.formats.run_paths import RUN_RECORD, RunPaths, read_run_id, read_run_record
+from graphstore.formats.run_ids import RunId
+from graphstore.formats.run_paths import RUN_RECORD, RunPaths, read_run_record
 from graphstore.config.stage import stage_resources, stage_section
 from graphstore.formats.stage_records import STAGES, StageRecord, write_record
 
@@ -119,19 +120,27 @@ def _resolve_and_validate(texts: tuple[str, str], values: dict[str, str]):
     return resolved, task
 
 
+class Frozen(NamedTuple):
+    """What the freeze task hands the stages: the run folder, the run id, the node types to
+    export."""
+
+    run_dir: str
+    run_id: RunId
+    node_types: list[str]
+
+
 def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
-           run_date: str = "", resume: bool = False) -> tuple[str, list[str]]:
+           run_date: str = "", resume: bool = False) -> Frozen:
     """First task of a run: claim the run folder (an explicit ``run_id`` is checked; a folder
     holding another run is refused unless ``resume``; an empty ``run_id`` gets a fresh one),
     resolve placeholders (a resumed run keeps its original date and time), validate, and write
-    the frozen configs into the run folder (local or gs://). Returns ``(run_dir, node types to
-    export)``."""
+    the frozen configs into the run folder (local or gs://). The run id enters the run here
+    (parsed, or made: graphstore.formats.run_ids) and is handed to every stage (:class:`Frozen`)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     if run_date:
         now = datetime.datetime.fromisoformat(run_date).replace(tzinfo=datetime.timezone.utc)
-    if run_id:
-        check_run_id(run_id, "run_id")
-    candidates = [run_id] if run_id else [new_run_id(now) for _ in range(5)]
+    given = RunId.parse(run_id, "run_id") if run_id else None
+    candidates = [given] if given else [RunId.new(now) for _ in range(5)]
     for candidate in candidates:
         values = {"run_id": candidate, "run_date": now.strftime("%Y-%m-%d"),
                   "run_time": now.strftime("%H%M%S")}
@@ -139,21 +148,20 @@ def freeze(task_yaml: str, resource_yaml: str, run_root: str, run_id: str,
         try:
             record = claim_run_folder(run_root, candidate,
                                       {**values, "started_at": now.isoformat(timespec="seconds")},
-                                      resume=resume and bool(run_id))
+                                      resume=resume and given is not None)
         except UsageError:
-            if run_id or candidate == candidates[-1]:
+            if given or candidate == candidates[-1]:
                 raise
             continue  # a fresh id another run took in the same instant: draw again
         kept = {k: str(record.get(k, v)) for k, v in values.items()}
         if kept != values:  # a resumed run keeps the date and time it started with
             texts, task = _resolve_and_validate((task_yaml, resource_yaml), kept)
-        run_id = candidate
         break
-    run_dir = RunPaths.of_run(run_root, run_id).run_dir
+    run_dir = RunPaths.of_run(run_root, candidate).run_dir
     for uri, text in zip(config_paths(run_dir), texts):
         uris.write_text(uri, text)
     node_types = list(task.inferencer.node_types) if task.inferencer else []
-    return run_dir, node_types
+    return Frozen(run_dir, candidate, node_types)
 
 
 class StageRun:
@@ -196,6 +204,7 @@ def run_partition(run_dir: str) -> None:
     """Raw tables -> ``<run-dir>/shards`` (replaced when a previous attempt left one); in
     replicated mode (resource config ``mode: replicated``) then the graph and features files,
     ``<run-dir>/graph/`` (graphstore.modes.replicated.run_files; each replaced whole)."""
+    from graphstore.modes.machine import write_mode_files
     from graphstore.partition import partition_graph
 
     task, res = load_frozen(run_dir)
@@ -205,14 +214,13 @@ def run_partition(run_dir: str) -> None:
                                    or res.num_partitions, output_uri=shards)
         record.update(partitions=manifest.num_partitions,
                       edges=sum(e.count for e in manifest.edge_types.values()))
-        if res.trainer.replicated:
-            from graphstore.modes.replicated.run_files import write_run_graph_files
+        mode_files = write_mode_files(task, res, run_dir)  # replicated: the graph files
+        if mode_files:
+            record.update(graph_files=mode_files)
 
-            record.update(graph_files=write_run_graph_files(task, run_dir))
 
-
-def _run_vertex_job(run_dir: str, stage: str, image: str, record: StageRun, *, pipeline_job: str,
-                    timeout_s: float, client=None, polling=None) -> None:
+def _run_vertex_job(run_dir: str, run_id: RunId, stage: str, image: str, record: StageRun, *,
+                    pipeline_job: str, timeout_s: float, client=None, polling=None) -> None:
     """The stage as one Vertex AI CustomJob (pipeline.custom_jobs: SIGTERM cancels it, so does
     losing track of it). The stage record names the job (``custom_job``) as soon as it exists."""
     from pipeline import vertex
@@ -220,7 +228,6 @@ def _run_vertex_job(run_dir: str, stage: str, image: str, record: StageRun, *, p
 
     task_path, res_path = config_paths(run_dir)
     task, res = load_frozen(run_dir)
-    run_id = read_run_id(run_dir)
     job = vertex.custom_job(
         task, res, stage, image, task_config_uri=task_path, resource_config_uri=res_path,
         run_dir=run_dir, display_name=f"{run_id}-{stage}", timeout_s=timeout_s,
@@ -235,9 +242,9 @@ def _run_vertex_job(run_dir: str, stage: str, image: str, record: StageRun, *, p
 
 
 def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str = "", *,
-                    client=None, polling=None) -> StageRecord:
+                    run_id: RunId, client=None, polling=None) -> StageRecord:
     """A graph-store job (train or infer): the local launcher when the resource config is local,
-    else one Vertex AI CustomJob running ``image``, labelled with the run id, the stage and
+    else one Vertex AI CustomJob running ``image``, labelled with ``run_id`` (the freeze task's), the stage and
     ``pipeline_job`` (the KFP pipeline job's name). ``client`` / ``polling``: the
     ``JobServiceClient`` and pipeline.custom_jobs.Polling to use (default: the region's client,
     default polling); tests give a client whose service is a local fake."""
@@ -250,7 +257,7 @@ def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str
     timeout_s = task.runtime.session_timeout_s * sessions
     with recorded(run_dir, stage) as record:
         if stage_res.kind == "vertex":
-            _run_vertex_job(run_dir, stage, image, record, pipeline_job=pipeline_job,
+            _run_vertex_job(run_dir, run_id, stage, image, record, pipeline_job=pipeline_job,
                             timeout_s=timeout_s, client=client, polling=polling)
         else:
             try:
@@ -269,13 +276,15 @@ def run_graph_store(run_dir: str, stage: str, image: str = "", pipeline_job: str
     return record.record
 
 
-def run_export(run_dir: str, node_type: str) -> StageRecord:
-    """One node type into the warehouse (graphstore.export)."""
+def run_export(run_dir: str, node_type: str, *, run_id: RunId) -> StageRecord:
+    """One node type into the warehouse (graphstore.export), as the rows of ``run_id`` (the
+    freeze task's)."""
     from graphstore.export import export_run
 
     task, res = load_frozen(run_dir)
     with recorded(run_dir, "export", node_type=node_type) as record:
-        (done,) = export_run(task, run_dir, node_types=[node_type], project=res.shared.project)
+        (done,) = export_run(task, run_dir, run_id=run_id, node_types=[node_type],
+                             project=res.shared.project)
         record.update(rows=done.rows, table=done.table, where=done.where)
     return record.record
 

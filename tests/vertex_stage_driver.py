@@ -13,6 +13,7 @@ import sys
 
 from graphstore.runtime.cli import run_cli, setup_logging
 from pipeline.custom_jobs import Polling
+from graphstore.formats.run_paths import read_run_id
 from pipeline.stages import run_graph_store
 from tests.fake_vertex import client_for
 
@@ -23,7 +24,8 @@ def main() -> int:
     address, run_dir, stage, polling = sys.argv[1:5]
     print("driver: started", flush=True)
     run_graph_store(run_dir, stage, IMAGE, "graphstore-pipeline-20261129031500",
-                    client=client_for(address), polling=Polling(**json.loads(polling)))
+                    run_id=read_run_id(run_dir), client=client_for(address),
+                    polling=Polling(**json.loads(polling)))
     return 0
 
 

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
-if TYPE_CHECKING:  # pragma: no cover
-    from graphstore.dataset.protocol import AblpInputRequest
-
 EdgeTypeTuple = tuple[str, str, str]
+
+
+class FetchRequest(Protocol):
+    """The request that fetched an input: graphstore.dataset.protocol.AblpInputRequest (named by
+    its shape here, so that this record does not import the protocol that carries it)."""
+
+    @property
+    def supervision_edge_type(self) -> Any: ...
+
+    @property
+    def split(self) -> str | None: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,7 @@ class ABLPInputNodes:
     anchor_nodes: torch.Tensor
     positive_labels: dict[EdgeTypeTuple, torch.Tensor]
     negative_labels: dict[EdgeTypeTuple, torch.Tensor] = field(default_factory=dict)
-    stored: AblpInputRequest | None = field(default=None, init=False, compare=False, repr=False)
+    stored: FetchRequest | None = field(default=None, init=False, compare=False, repr=False)
 
     def __len__(self) -> int:
         return int(self.anchor_nodes.numel())

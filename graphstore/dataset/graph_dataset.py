@@ -59,6 +59,35 @@ class LoaderOptions:
         return default if self.num_workers is None else self.num_workers
 
 
+@dataclass(frozen=True)
+class SamplingOptions:
+    """What a loader samples, the same in every mode: ``kind`` "node" (seeds) or "link" (anchor,
+    label rows); ``num_neighbors`` the fan-out per hop (a list, or ``{edge type: list}``);
+    ``batch_size`` units per batch; ``shuffle`` / ``drop_last`` per epoch; ``with_edge`` edge ids
+    in batches; ``edge_dir`` the shards' sampling direction; ``seed`` the sampling seed (None:
+    GLT's). GLT's modes hand GLT :meth:`glt_config`; replicated mode reads the fields itself
+    (graphstore.modes.replicated.loading)."""
+
+    kind: Literal["node", "link"]
+    num_neighbors: Any
+    batch_size: int
+    shuffle: bool
+    drop_last: bool
+    edge_dir: Literal["in", "out"]
+    seed: int | None
+    with_edge: bool = False
+
+    def glt_config(self) -> Any:
+        """GLT's ``SamplingConfig`` of these options (labels collated, no negatives, no
+        weights: the loaders add their own)."""
+        from graphlearn_torch.sampler import SamplingConfig, SamplingType
+
+        kind = SamplingType.NODE if self.kind == "node" else SamplingType.LINK
+        return SamplingConfig(kind, self.num_neighbors, self.batch_size, self.shuffle,
+                              self.drop_last, self.with_edge, True, with_neg=False,
+                              with_weight=False, edge_dir=self.edge_dir, seed=self.seed)
+
+
 class GraphDataset(Protocol):
     """What the trainer, evaluator, inferencer and loaders use (see module docs for shapes).
 
@@ -103,7 +132,7 @@ class GraphDataset(Protocol):
     def fetch_labels(self, anchors: dict[int, torch.Tensor],
                      supervision_edge_type: EdgeTypeLike | None = None) -> dict[int, torch.Tensor]: ...
 
-    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+    def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None: ...
 
 
@@ -141,7 +170,7 @@ class DatasetBase(abc.ABC):
         plus this process's compute rank (each rank draws differently, every run the same)."""
 
     @abc.abstractmethod
-    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+    def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None:
         """Start GLT's ``DistLoader`` part of ``loader`` on ``inputs`` (one sampler input per
         input partition, in ``input_partitions`` order)."""
@@ -184,14 +213,18 @@ class DatasetBase(abc.ABC):
         required in a heterogeneous one): GLT's ``RangePartitionBook``, ``book[ids]`` the
         partition of each id. Each partition owns one range of ids, so the book is ``P + 1``
         bounds from the metadata; no request reaches storage."""
+        from graphstore.dataset.glt_adapter import range_partition_book
+
         meta = self.metadata
-        return meta.node_partition_book(meta.node_type(node_type))
+        return range_partition_book(meta.node_bounds(meta.node_type(node_type)))
 
     def fetch_edge_partition_book(self, edge_type: EdgeTypeLike | None = None) -> Any:
         """The partition book of ``edge_type``'s edge ids (None: the only edge type of a
         homogeneous graph; required in a heterogeneous one), as for nodes."""
+        from graphstore.dataset.glt_adapter import range_partition_book
+
         meta = self.metadata
-        return meta.edge_partition_book(meta.edge_type(edge_type))
+        return range_partition_book(meta.edge_bounds(meta.edge_type(edge_type)))
 
     def fetch_free_ports_on_storage_cluster(self, num_ports: int) -> list[int]:
         """``num_ports`` ports free on the host of partition ``input_partitions[0]`` (graph store:

@@ -31,17 +31,17 @@ loader before ``shutdown_compute_process()``.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import torch
 from graphlearn_torch.typing import reverse_edge_type
-from graphlearn_torch.sampler import NodeSamplerInput, SamplingConfig, SamplingType
+from graphlearn_torch.sampler import NodeSamplerInput
 
 from graphstore.dataset.ablp import ABLPInputNodes
 from graphstore.dataset.metadata import EdgeTypeLike, EdgeTypeTuple, as_edge_type
 from graphstore.runtime.errors import UsageError
 from graphstore.dataset.glt_adapter import GltLoader, HardNegativeEdgeInput, LabeledEdgeInput
-from graphstore.dataset.graph_dataset import GraphDataset, LoaderOptions
+from graphstore.dataset.graph_dataset import GraphDataset, LoaderOptions, SamplingOptions
 from graphstore.dataset.hard_negatives import NEGATIVE, POSITIVE, AnchorNegatives
 
 
@@ -137,34 +137,62 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike
                       [None] * len(parts))
 
 
-class _DatasetDriven:
-    """A loader whose dataset may drive its iteration itself: ``start_loader`` either finishes
-    GLT's loader (graph store, colocated) or calls :meth:`drive_with` (replicated mode: Ray
-    Data, graphstore.modes.replicated.loading). The protocol is GLT's either way: ``iter()`` starts an
-    epoch, ``next()`` gives a batch, ``shutdown()`` stops."""
+class _GltIteration:
+    """GLT's own iteration of a loader (graph store, colocated): ``DistLoader``'s methods."""
 
-    _driver: Any = None
+    def __init__(self, loader: GltLoader) -> None:
+        self._loader = loader
+
+    def start_epoch(self) -> None:
+        GltLoader.__iter__(self._loader)
+
+    def next(self) -> Any:
+        return GltLoader.__next__(self._loader)
+
+    def shutdown(self) -> None:
+        GltLoader.shutdown(self._loader)
+
+
+class _NotStarted:
+    """The iteration of a loader whose construction failed: nothing to iterate or stop."""
+
+    def start_epoch(self) -> None:
+        raise UsageError("this loader was not started (its construction failed)")
+
+    def next(self) -> Any:
+        raise UsageError("this loader was not started (its construction failed)")
+
+    def shutdown(self) -> None:
+        return None
+
+
+class _DatasetDriven:
+    """A loader whose iteration its dataset chooses: :meth:`_start` hands it to GLT's loader,
+    then the dataset's ``start_loader`` either finishes GLT's loader (graph store, colocated) or
+    calls :meth:`drive_with` (replicated mode: Ray Data, graphstore.modes.replicated.loading).
+    The protocol is GLT's either way: ``iter()`` starts an epoch, ``next()`` gives a batch,
+    ``shutdown()`` stops."""
+
+    _driver: Any = _NotStarted()
+
+    def _start(self, dataset: GraphDataset, inputs: Sequence[Any], sampling: SamplingOptions,
+               options: LoaderOptions) -> None:
+        self._driver = _GltIteration(self)
+        dataset.start_loader(self, inputs, sampling, options)
 
     def drive_with(self, driver: Any) -> None:
         """Iterate with ``driver`` (``start_epoch()``, ``next()``, ``shutdown()``), not GLT."""
         self._driver = driver
 
     def __iter__(self):
-        if self._driver is None:
-            return super().__iter__()
         self._driver.start_epoch()
         return self
 
     def __next__(self):
-        if self._driver is None:
-            return super().__next__()
         return self._driver.next()
 
     def shutdown(self) -> None:
-        if self._driver is None:
-            return super().shutdown()
         self._driver.shutdown()
-        return None
 
 
 class DistNeighborLoader(_DatasetDriven, GltLoader):
@@ -189,10 +217,9 @@ class DistNeighborLoader(_DatasetDriven, GltLoader):
         inputs = [NodeSamplerInput(node=(t if t is not None else torch.empty(0, dtype=torch.long)),
                                    input_type=input_type) for t in seeds]
         self.num_seeds = sum(len(i) for i in inputs)
-        config = SamplingConfig(SamplingType.NODE, num_neighbors, batch_size, shuffle, drop_last,
-                                with_edge, True, with_neg=False, with_weight=False,
-                                edge_dir=meta.edge_dir, seed=_seed(dataset, random_seed))
-        dataset.start_loader(self, inputs, config, LoaderOptions(
+        sampling = SamplingOptions("node", num_neighbors, batch_size, shuffle, drop_last,
+                                   meta.edge_dir, _seed(dataset, random_seed), with_edge=with_edge)
+        self._start(dataset, inputs, sampling, LoaderOptions(
             "nbr", num_workers, worker_concurrency, prefetch_size))
 
 
@@ -241,10 +268,9 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
                                        input_type, stored=st)
                       for p, st in zip(pairs_per_input, stored)]
         self.num_pairs = sum(len(i) for i in inputs)
-        config = SamplingConfig(SamplingType.LINK, num_neighbors, batch_size, shuffle, drop_last,
-                                False, True, with_neg=False, with_weight=False,
-                                edge_dir=meta.edge_dir, seed=seed)
-        dataset.start_loader(self, inputs, config, LoaderOptions(
+        sampling = SamplingOptions("link", num_neighbors, batch_size, shuffle, drop_last,
+                                   meta.edge_dir, seed)
+        self._start(dataset, inputs, sampling, LoaderOptions(
             "ablp", num_workers, worker_concurrency, prefetch_size))
 
     def finish_batch(self, data: Any) -> Any:

@@ -221,19 +221,10 @@ class DatasetMetadata:
         """``P + 1`` numbers: partition ``p`` owns dense ids ``[b[p], b[p + 1])`` of the type."""
         return _running_sum(self.node_counts_per_partition[node_type])
 
-    def node_partition_book(self, node_type: str) -> Any:
-        """GLT's ``RangePartitionBook`` of ``node_type`` (``book[ids]``: each id's partition;
-        GiGL's ``fetch_node_partition_book`` answer for range-partitioned graphs)."""
-        from graphstore.dataset.glt_adapter import range_partition_book
-
-        return range_partition_book(self.node_bounds(node_type))
-
-    def edge_partition_book(self, edge_type: EdgeType) -> Any:
-        """GLT's ``RangePartitionBook`` of ``edge_type``'s edge ids (contiguous per partition,
-        partition 0 first)."""
-        from graphstore.dataset.glt_adapter import range_partition_book
-
-        return range_partition_book(_running_sum(self.edge_counts_per_partition[edge_type]))
+    def edge_bounds(self, edge_type: EdgeType) -> tuple[int, ...]:
+        """``P + 1`` numbers: partition ``p`` holds edge ids ``[b[p], b[p + 1])`` of the type
+        (contiguous per partition, partition 0 first)."""
+        return _running_sum(self.edge_counts_per_partition[edge_type])
 
     # -- argument resolution (UsageError naming the choices) ------------------------------------
     def node_type(self, value: str | None) -> str:

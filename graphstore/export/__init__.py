@@ -30,7 +30,8 @@ from graphstore.config import TaskConfig
 from graphstore.runtime.errors import UsageError
 from graphstore.export.bigquery_warehouse import BigQueryWarehouse
 from graphstore.export.local_warehouse import LocalWarehouse
-from graphstore.export.names import check_run_id, table_name
+from graphstore.export.names import table_name
+from graphstore.formats.run_ids import RunId
 from graphstore.export.rows import build_rows
 from graphstore.formats.run_paths import EXPORT_ROWS, RunPaths, read_run_id
 
@@ -82,12 +83,14 @@ def open_warehouse(task: TaskConfig, run_dir: str,
     return BigQueryWarehouse(project, cfg.bigquery_dataset)
 
 
-def export_run(task: TaskConfig, run_dir: str, *, run_id: str | None = None,
+def export_run(task: TaskConfig, run_dir: str, *, run_id: RunId | str | None = None,
                node_types: Sequence[str] | None = None, project: str | None = None,
                before_swap=None) -> list[Exported]:
     """Export every node type (see module docs); returns one entry per node type, in order.
-    ``before_swap(node_type)`` is a test hook run between staging and the swap."""
-    run_id = check_run_id(run_id) if run_id else read_run_id(run_dir)
+    ``run_id``: the rows' run id (a ``str`` is parsed by the run-id rule), else the run
+    folder's (its run record). ``before_swap(node_type)`` is a test hook run between staging
+    and the swap."""
+    run_id = RunId.parse(run_id, "run_id") if run_id else read_run_id(run_dir)
     if task.inferencer is None and not node_types:
         raise UsageError("no node types to export: give --node-type or an inferencerConfig")
     types = list(node_types or task.inferencer.node_types)

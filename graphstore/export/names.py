@@ -31,13 +31,6 @@ def latest_view_name(table: str) -> str:
     return sql_name(f"{table}{LATEST_SUFFIX}", "view")
 
 
-def check_run_id(run_id: str) -> str:
-    """``run_id`` when it follows graphstore.formats.run_ids' rule; UsageError otherwise."""
-    from graphstore.formats.run_ids import check_run_id as check
-
-    return check(run_id)
-
-
 def node_id_value(node_id: str, integer_ids: bool, table: str) -> str | int:
     """``node_id`` (as typed by a user, e.g. ``--node-id``) as ``table`` stores it: unchanged for
     STRING ids; for INT64 ids an int, and a UsageError when it is not a 64-bit integer."""

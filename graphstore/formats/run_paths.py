@@ -33,7 +33,7 @@ does no I/O and imports neither torch nor anything that does, so ``pipeline/`` u
 when the folder has one (every folder made by ``pipeline run`` / ``submit`` does); a folder
 without one (made by hand, e.g. ``pipeline launch --run-dir D`` and then ``components.export
 --run-dir D``) falls back to its folder name, which must then be a valid run id
-(:func:`graphstore.formats.run_ids.check_run_id`). The id is never parsed back from the name of a folder
+(:meth:`graphstore.formats.run_ids.RunId.parse`). The id is never parsed back from the name of a folder
 that has a run record: a run folder copied or renamed keeps the id it was created with.
 """
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from graphstore.io import uris
 from graphstore.runtime.errors import UsageError
-from graphstore.formats.run_ids import check_run_id
+from graphstore.formats.run_ids import RunId
 
 CONFIG_DIR = "config"
 TASK_CONFIG = "task.yaml"
@@ -101,10 +101,10 @@ class RunPaths:
         object.__setattr__(self, "run_dir", trimmed)
 
     @classmethod
-    def of_run(cls, run_root: str, run_id: str) -> RunPaths:
-        """The folder of run ``run_id`` under a runs root, ``<run_root>/<run_id>`` (``run_id``
-        checked by the run-id rule: UsageError otherwise)."""
-        return cls(uris.join(run_root, check_run_id(run_id)))
+    def of_run(cls, run_root: str, run_id: RunId) -> RunPaths:
+        """The folder of run ``run_id`` under a runs root, ``<run_root>/<run_id>``. A plain
+        ``str`` is parsed by the run-id rule (UsageError otherwise): a run id is never a path."""
+        return cls(uris.join(run_root, RunId.parse(run_id)))
 
     def _join(self, *parts: str) -> str:
         return uris.join(self.run_dir, *parts)
@@ -237,16 +237,16 @@ def read_run_record(run_dir: str) -> dict | None:
     return record
 
 
-def read_run_id(run_dir: str) -> str:
+def read_run_id(run_dir: str) -> RunId:
     """The run id of ``run_dir`` (module docs): ``config/run.json``'s ``run_id``, else (a folder
     without a run record) the folder's name. Either is checked by the run-id rule; UsageError
     naming the file, or the folder, when it breaks it."""
     paths = RunPaths(run_dir)
     record = read_run_record(run_dir)
     if record is not None:
-        return check_run_id(record.get("run_id"), f"{paths.run_record}: run_id")
+        return RunId.parse(record.get("run_id"), f"{paths.run_record}: run_id")
     try:
-        return check_run_id(paths.folder_name, "run folder name")
+        return RunId.parse(paths.folder_name, "run folder name")
     except UsageError as exc:
         raise UsageError(f"{paths.run_dir} has no {'/'.join(RUN_RECORD)}, so its folder name is "
                          f"its run id, and {exc}; rename the folder or give the run id "

@@ -44,7 +44,7 @@ from graphstore.formats.embeddings import (SUCCESS, EmbeddingsMarker, new_attemp
                                    shard_name, write_part)
 from graphstore.runtime.env import ClusterTopology
 from graphstore.runtime.errors import RuntimeFailure, UsageError
-from graphstore.modes.graph_store.info import GraphStoreInfo
+from graphstore.modes.cluster_info import ClusterInfo
 from graphstore.config.stage import StageContext
 from graphstore.config.default_args import InferencerArgs  # torch-free: the config loader checks them too
 from graphstore.training.batches import seed_count, view
@@ -65,7 +65,7 @@ def load_checkpoint(uri: str) -> Checkpoint:
 
 
 
-def _worker(local_rank: int, info: GraphStoreInfo, node_type: str, ckpt: Checkpoint, args: InferencerArgs,
+def _worker(local_rank: int, info: ClusterInfo, node_type: str, ckpt: Checkpoint, args: InferencerArgs,
             batch_size: int, out_dir: str, source: DatasetSource) -> None:
     from graphstore.dataset.loaders import DistNeighborLoader
     from graphstore.modes.graph_store.compute import init_compute_process, shutdown_compute_process

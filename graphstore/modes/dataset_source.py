@@ -11,18 +11,22 @@ of graphstore.dataset.graph_dataset; nothing below the trainer and the inference
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from graphstore.dataset.graph_dataset import GraphDataset
+
+if TYPE_CHECKING:
+    from graphstore.modes.cluster_info import ClusterInfo
+    from graphstore.modes.graph_store.info import GraphStoreInfo
 
 
 class DatasetSource(Protocol):
     """Picklable; handed to every worker a machine spawns, which opens its dataset with it."""
 
-    def open(self, info: Any, local_rank: int) -> GraphDataset: ...
+    def open(self, info: ClusterInfo, local_rank: int) -> GraphDataset: ...
 
 
-def dataset_source(info: Any, shards_uri: str, storage_args: Any) -> DatasetSource:
+def dataset_source(info: GraphStoreInfo, shards_uri: str, storage_args: Any) -> DatasetSource:
     """The one place the mode is chosen, in a compute machine's parent before it spawns workers:
     colocated (``info.colocated``), this machine's partition, built once and shared by its
     workers; graph store, a handle that opens a ``RemoteDistDataset`` in each worker."""

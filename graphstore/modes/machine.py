@@ -20,7 +20,8 @@ and their workers ``_worker(local_rank, cluster_info, *args)`` open their datase
   ``ReplicatedDataset`` over the file, and one Ray Train ``TorchTrainer.fit`` per session over
   every machine's workers, which the leader machine drives while the others serve as Ray nodes.
 
-``close()`` (the context's exit) ends what the machine started, whatever happened.
+``close()`` (the context's exit) ends what the machine started, whatever happened. The partition
+task's mode-specific output (:func:`write_mode_files`) is chosen here too.
 """
 
 from __future__ import annotations
@@ -29,15 +30,16 @@ import contextlib
 import math
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from graphstore.modes.cluster_info import ClusterInfo
 from graphstore.modes.dataset_source import DatasetSource, dataset_source
 from graphstore.runtime.workers import spawn_workers, start_worker_server, stop_worker_server
 
 
 class ComputeMachine(Protocol):
     """A compute machine's parent (module docs). ``info``: the cluster description workers get
-    (``GraphStoreInfo`` / ``ReplicatedInfo``); ``source``: what each worker opens its dataset from."""
+    (graphstore.modes.cluster_info); ``source``: what each worker opens its dataset from."""
 
-    info: Any
+    info: ClusterInfo
     source: DatasetSource
 
     def run(self, fn: Callable[..., None], args: Sequence[Any], *, session: int = 0) -> None:
@@ -88,4 +90,16 @@ def compute_machine(ctx: Any, topology: Any, worker_module: str) -> Iterator[Com
         machine.close()
 
 
-__all__ = ["ComputeMachine", "GltMachine", "compute_machine"]
+def write_mode_files(task: Any, res: Any, run_dir: str) -> dict:
+    """What the partition task writes beyond the shards for the stages' mode (``task`` and
+    ``res``: the run's frozen configs), as a summary for its stage record: replicated mode, the
+    graph and features files (graphstore.modes.replicated.run_files, each replaced whole); graph
+    store and colocated read the shards themselves, so nothing ({})."""
+    if not res.trainer.replicated:
+        return {}
+    from graphstore.modes.replicated.run_files import write_run_graph_files
+
+    return write_run_graph_files(task, run_dir)
+
+
+__all__ = ["ComputeMachine", "GltMachine", "compute_machine", "write_mode_files"]

@@ -58,7 +58,7 @@ from graphstore.modes.machine import compute_machine
 from graphstore.modes.dataset_source import DatasetSource
 from graphstore.runtime.env import ClusterTopology
 from graphstore.runtime.errors import UsageError
-from graphstore.modes.graph_store.info import GraphStoreInfo
+from graphstore.modes.cluster_info import ClusterInfo
 from graphstore.formats.run_paths import (
     CHECKPOINT_METRICS, CHECKPOINT_MODEL, RunPaths, read_run_record,
 )
@@ -151,7 +151,7 @@ class _Interval:
     loss_sum: float = 0.0
 
 
-def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: str,
+def _worker(local_rank: int, info: ClusterInfo, args: TrainerArgs, run_dir: str,
             data_root: str | None, source: DatasetSource, supervision_order: list[EdgeType],
             resume: Checkpoint | None) -> None:
     """One training process, in the order of the module docs: join, build, fit the baselines,
@@ -174,7 +174,7 @@ def _worker(local_rank: int, info: GraphStoreInfo, args: TrainerArgs, run_dir: s
         log.info("report written: %s", _report(run_dir, data_root, run.job, run.evaluator, summary))
 
 
-def _start(info: GraphStoreInfo, local_rank: int, args: TrainerArgs, run_dir: str,
+def _start(info: ClusterInfo, local_rank: int, args: TrainerArgs, run_dir: str,
            source: DatasetSource, supervision_order: list[EdgeType], resume: Checkpoint | None,
            device: Any, joined_s: float) -> _Run:
     """The dataset, the model (resumed from ``resume``), the optimizer and every loader (the

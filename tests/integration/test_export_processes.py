@@ -13,7 +13,7 @@ import pytest
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run
 from graphstore.export.local_warehouse import LocalWarehouse
-from graphstore.export.names import check_run_id, table_name
+from graphstore.export.names import table_name
 from tests.embedding_runs import DIM, REPO, build_graph, make_run
 from tests.unit.test_export import (  # noqa: F401 (fixtures among them)
     graph,

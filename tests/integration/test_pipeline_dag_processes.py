@@ -35,7 +35,7 @@ def test_run_ids_are_checked_where_they_enter(tmp_path, bad):
         with pytest.raises(UsageError, match="run_id"):
             freeze(task, res, str(tmp_path / "runs"), bad)
     if bad not in ("../../etc", ""):
-        return  # the CLIs share check_run_id; two values are enough to see them use it
+        return  # the CLIs share RunId.parse; two values are enough to see them use it
     cmds = [["run", "--run-root", str(tmp_path / "runs")]]
     if bad:  # submit's --run-id "" means "derive one when the run starts"
         cmds.append(["submit", "--image", "img", "--run-root", "gs://b/runs", "--dry-run"])

@@ -43,7 +43,7 @@ def service():
 @pytest.fixture
 def run_dir(tmp_path: Path) -> str:
     task, res = load_config_pair(TASK, RES)
-    run_dir, _ = stages.freeze(stages.dump_yaml(task.to_dict()), stages.dump_yaml(res.to_dict()),
+    run_dir, _, _ = stages.freeze(stages.dump_yaml(task.to_dict()), stages.dump_yaml(res.to_dict()),
                                str(tmp_path / "runs"), "r1")
     return run_dir
 

@@ -5,10 +5,7 @@ torch, and examples/ uses only the public API (names of the ``graphstore`` packa
 from __future__ import annotations
 
 import ast
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -227,3 +224,80 @@ def test_the_layer_check_catches_upward_peer_root_and_loose_imports(tmp_path):
     assert len(problems) == 6, text
     assert layer_ranks("x\n## Layers and dependency rules\n1. `a`: x\n2. `b`, `c`: y\n## Next\n3. `d`: z\n") \
         == {"a": 1, "b": 2, "c": 2}
+
+
+MODE_NAMES = frozenset({"graph_store", "colocated", "replicated"})
+MODE_QUESTION_ALLOWED = ("graphstore/modes/", "graphstore/config/",
+                         "pipeline/plan.py", "pipeline/vertex.py")
+"""Where code may ask which mode it runs in: the modes themselves (their one choice point,
+graphstore.modes.machine, included), the config that reads the mode, and the pipeline's per-mode
+job layout (the machines `pipeline plan` sizes and the Vertex AI worker pools of each mode)."""
+
+
+def mode_questions(path: Path) -> list[int]:
+    """Lines of ``path`` that ask which mode the code runs in: an attribute ``replicated`` /
+    ``colocated`` / ``effective_mode`` (the configs' and cluster infos' mode flags), a comparison
+    with a mode's name, ``getattr(x, "<mode>")``, ``isinstance`` against a cluster description,
+    or a loader asking whether it has a driver (``_driver is None``: replicated mode's Ray Data)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in (*MODE_NAMES, "effective_mode"):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Constant) and o.value in MODE_NAMES for o in operands):
+                lines.append(node.lineno)
+            elif any(isinstance(o, ast.Attribute) and o.attr == "_driver" for o in operands):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            args = node.args
+            if node.func.id == "getattr" and len(args) >= 2 and isinstance(args[1], ast.Constant) \
+                    and args[1].value in MODE_NAMES:
+                lines.append(node.lineno)
+            if node.func.id == "isinstance" and len(args) == 2 and any(
+                    isinstance(n, ast.Name) and n.id in ("GraphStoreInfo", "ReplicatedInfo")
+                    for n in ast.walk(args[1])):
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def mode_question_sites(root: Path) -> dict[str, list[int]]:
+    """``{file: lines}`` of every mode question in graphstore/, pipeline/ and components/
+    outside :data:`MODE_QUESTION_ALLOWED`."""
+    sites = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith(MODE_QUESTION_ALLOWED):
+                continue
+            lines = mode_questions(path)
+            if lines:
+                sites[rel] = lines
+    return sites
+
+
+def test_no_code_outside_the_modes_asks_which_mode_it_runs_in():
+    """The trainer, the inferencer, the loaders and the pipeline's stages run the same code in
+    every mode; a mode's difference lives in its package under graphstore/modes/ (issue: the mode
+    is a value)."""
+    sites = mode_question_sites(REPO)
+    assert not sites, ("mode questions outside graphstore/modes/ and the config (move the "
+                       f"difference into the mode's package): {sites}")
+
+
+def test_the_mode_question_count_catches_each_form(tmp_path):
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+    (tmp_path / "graphstore" / "modes").mkdir()
+    (tmp_path / "graphstore" / "t.py").write_text(
+        "if res.trainer.replicated:\n    pass\n"                 # 1
+        "x = info.colocated\n"                                    # 3
+        "y = res.mode == 'graph_store'\n"                         # 4
+        "z = getattr(info, 'replicated', False)\n"                # 5
+        "w = isinstance(info, ReplicatedInfo)\n"                  # 6
+        "v = self._driver is None\n"                              # 7
+        "ok = self.mode != 'CPU'\n"                               # GLT's mode: not ours
+        "from graphstore.modes.replicated import x\n")            # an import: not a question
+    (tmp_path / "graphstore" / "modes" / "m.py").write_text("if info.colocated:\n    pass\n")
+    (tmp_path / "pipeline" / "plan.py").write_text("if res.trainer.replicated:\n    pass\n")
+    assert mode_question_sites(tmp_path) == {"graphstore/t.py": [1, 3, 4, 5, 6, 7]}

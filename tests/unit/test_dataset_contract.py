@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from graphstore.config import EdgeType, load_config_pair
+from graphstore.dataset.glt_adapter import range_partition_book
 from graphstore.dataset.metadata import DatasetMetadata, FeatureInfo, as_edge_type
 from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.runtime.errors import RuntimeFailure, UsageError
@@ -75,7 +76,8 @@ def test_metadata_views_follow_gigl_shapes():
     assert meta.node_feature_info == {"item": FeatureInfo(16, torch.float32)}  # types with features
     assert meta.edge_feature_info is None
     assert meta.edge_count(REV) == 7
-    assert meta.edge_partition_book(BUYS)[torch.arange(7)].tolist() == [0, 0, 0, 1, 1, 1, 1]
+    assert meta.edge_bounds(BUYS) == (0, 3, 7)
+    assert range_partition_book(meta.edge_bounds(BUYS))[torch.arange(7)].tolist() == [0, 0, 0, 1, 1, 1, 1]
     assert meta.node_type("item") == "item"
     assert meta.supervision_edge_type(None) == BUYS
     assert meta.supervision_edge_type(("user", "buys", "item")) == BUYS
@@ -212,7 +214,7 @@ def test_metadata_from_a_real_manifest_and_its_edge_partition_book(tmp_path):
     assert meta.supervision_edge_types == (BUYS,)
     for et in meta.edge_types:
         assert meta.edge_count(et) == shards.manifest.edge_types[str(et)].count
-        book = meta.edge_partition_book(et)
+        book = range_partition_book(meta.edge_bounds(et))
         for p in range(2):  # the partition holding each edge id, as the shards store it
             eids = shards.load_partition(p).edges[str(et)].eids
             assert len(eids) and (book[torch.from_numpy(eids)] == p).all()

@@ -17,7 +17,8 @@ import pytest
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export import export_run
 from graphstore.export.local_warehouse import LocalWarehouse
-from graphstore.export.names import check_run_id, table_name
+from graphstore.export.names import table_name
+from graphstore.formats.run_ids import RunId
 from tests.embedding_runs import DIM, REPO, build_graph, make_run
 
 
@@ -137,9 +138,9 @@ def test_names_are_checked():
     assert table_name("embeddings_", "user") == "embeddings_user"
     with pytest.raises(UsageError, match="not a valid table name"):
         table_name("e-", "user")
-    assert check_run_id("2026-11-29T03.00_r1") == "2026-11-29T03.00_r1"
+    assert RunId.parse("2026-11-29T03.00_r1") == "2026-11-29T03.00_r1"
     with pytest.raises(UsageError, match="run id"):
-        check_run_id("x'; DROP")
+        RunId.parse("x'; DROP")
 
 
 def test_the_join_never_holds_a_whole_id_map_in_this_process(graph, tmp_path, monkeypatch):

@@ -91,8 +91,9 @@ def test_freeze_resolves_placeholders_and_writes_valid_configs(tmp_path):
     task["datasetConfig"]["dataRootUri"] = str(tmp_path / "raw" / "{run_date}")
     task["exportConfig"]["modelVersion"] = "v{run_time}"
     res = (REPO / "configs" / "resource_local.yaml").read_text()
-    run_dir, node_types = freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "",
-                                 run_date="2026-11-29T03:15:00")
+    run_dir, run_id, node_types = freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "",
+                                         run_date="2026-11-29T03:15:00")
+    assert run_dir.endswith("/" + run_id)  # the id it made is the one it hands the stages
     assert re.fullmatch(re.escape(str(tmp_path / "runs" / "20261129T031500Z-")) + "[0-9a-f]{4}",
                         run_dir), run_dir
     assert node_types == ["user", "item"]
@@ -137,7 +138,7 @@ def test_a_run_folder_holding_another_run_is_refused_unless_resumed(tmp_path):
     task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
     task["exportConfig"]["modelVersion"] = "v{run_time}"
     root = str(tmp_path / "runs")
-    run_dir, _ = freeze(yaml.safe_dump(task), res, root, "r1", run_date="2026-11-29T03:15:00")
+    run_dir, _, _ = freeze(yaml.safe_dump(task), res, root, "r1", run_date="2026-11-29T03:15:00")
     first = Path(run_dir, "config", "run.json").read_text()
     with pytest.raises(UsageError, match="already holds run r1.*--start-at"):
         freeze(yaml.safe_dump(task), res, root, "r1", run_date="2026-11-30T04:00:00")

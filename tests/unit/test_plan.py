@@ -4,12 +4,8 @@ Parquet tables (a "huge" table is real too: billions of null rows, which only it
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -148,8 +144,7 @@ def test_a_graph_given_by_counts_alone_is_split_evenly_and_priced():
 def test_a_sampling_channel_holds_one_batch_message_of_the_loader(tiny):
     """A batch message larger than its worker's channel is never sent (GLT 0.2.4 waits
     silently): the channel is sized from the batch, at least 64 MiB."""
-    from graphlearn_torch.sampler import SamplingConfig, SamplingType
-
+    from graphstore.dataset.graph_dataset import SamplingOptions
     from graphstore.dataset.metadata import DatasetMetadata
     from graphstore.modes.graph_store.remote_dataset import MIN_CHANNEL_MIB, batch_message_bytes, channel_mib
 
@@ -160,8 +155,7 @@ def test_a_sampling_channel_holds_one_batch_message_of_the_loader(tiny):
     assert batch_message_bytes(meta, [10, -1], 512, link=False) is None
 
     def config(batch, fanout):
-        return SamplingConfig(SamplingType.NODE, fanout, batch, False, False, False, True,
-                              False, False, meta.edge_dir, 0)
+        return SamplingOptions("node", fanout, batch, False, False, meta.edge_dir, 0)
     assert channel_mib(meta, config(512, [10, 5])) == max(MIN_CHANNEL_MIB, -(-small // 2**20))
     assert channel_mib(meta, config(8192, [10, 5])) * 2**20 >= big
     assert channel_mib(meta, config(512, [-1])) == MIN_CHANNEL_MIB

@@ -115,9 +115,9 @@ def test_the_pipeline_writes_the_record_that_read_run_id_reads(tmp_path):
 
     task = (REPO / "configs" / "task_hetero.yaml").read_text()
     res = (REPO / "configs" / "resource_local.yaml").read_text()
-    run_dir, _ = freeze(task, res, str(tmp_path / "runs"), "", run_date="2026-11-29T03:15:00")
+    run_dir, run_id, _ = freeze(task, res, str(tmp_path / "runs"), "", run_date="2026-11-29T03:15:00")
     record = json.loads(Path(RunPaths(run_dir).run_record).read_text())
-    assert read_run_id(run_dir) == record["run_id"]
+    assert read_run_id(run_dir) == record["run_id"] == run_id
     renamed = tmp_path / "moved"
     Path(run_dir).rename(renamed)
     assert read_run_id(str(renamed)) == record["run_id"]
@@ -191,7 +191,7 @@ def test_the_frozen_configs_of_a_run_are_where_run_paths_says(tmp_path):
 
     task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
     res = (REPO / "configs" / "resource_local.yaml").read_text()
-    run_dir, _ = freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "r1")
+    run_dir, _, _ = freeze(yaml.safe_dump(task), res, str(tmp_path / "runs"), "r1")
     paths = RunPaths.of_run(str(tmp_path / "runs"), "r1")
     assert run_dir == paths.run_dir
     assert config_paths(run_dir) == (paths.task_config, paths.resource_config)

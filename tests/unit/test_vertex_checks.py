@@ -146,8 +146,10 @@ def test_vertex_pair_custom_jobs_parse_as_the_real_protos(tmp_path: Path):
     network = "projects/123456789/global/networks/graph-vpc"
     task, res = load_config_pair(TASK, RES, (f"{COMMON}.network={network}",))
     assert (task.export.warehouse, task.export.bigquery_dataset) == ("bigquery", "embeddings")
-    run_dir, node_types = stages.freeze(stages.dump_yaml(task.to_dict()),
-                                        stages.dump_yaml(res.to_dict()), str(tmp_path), "R1.nightly")
+    run_dir, run_id, node_types = stages.freeze(stages.dump_yaml(task.to_dict()),
+                                                stages.dump_yaml(res.to_dict()), str(tmp_path),
+                                                "R1.nightly")
+    assert run_id == "R1.nightly"
     assert node_types == ["user", "item"]
     task, res = stages.load_frozen(run_dir)
     pipeline_job = "graphstore-pipeline-20261129031500-" + "x" * 40

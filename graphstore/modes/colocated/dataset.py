@@ -28,7 +28,7 @@ from graphstore.config import StorageArgs
 from graphstore.dataset.metadata import EdgeTypeLike
 from graphstore.runtime.errors import UsageError
 from graphstore.dataset.glt_adapter import init_dist_loader
-from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions
+from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions, SamplingOptions
 from graphstore.runtime.ports import PortHold
 from graphstore.dataset.splitter import Split
 from graphstore.dataset import protocol as P
@@ -89,7 +89,7 @@ class DistDataset(DatasetBase):
         proc = compute.current()
         return proc.info.runtime.random_seed + proc.rank
 
-    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+    def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None:
         """Sampling inline in the compute process (GLT's collocated worker).
 
@@ -107,7 +107,7 @@ class DistDataset(DatasetBase):
         worker_options = CollocatedDistSamplingWorkerOptions(
             master_addr=proc.info.storage_cluster_master_ip, master_port=compute.shared_port(proc),
             rpc_timeout=proc.info.runtime.rpc_timeout_s)
-        init_dist_loader(loader, self.glt, only, config, CPU, worker_options)
+        init_dist_loader(loader, self.glt, only, sampling.glt_config(), CPU, worker_options)
 
     # -- colocated shortcuts: this machine's part of the fetch_* results ----------------------------
     def node_ids(self, node_type: str | None = None, split: Split | None = None, rank: int = 0,

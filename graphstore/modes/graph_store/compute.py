@@ -20,44 +20,32 @@ code 1 and a message naming the storage rank and host (graphstore.runtime.heartb
 worker joins is ``cluster_info.session_index`` (use ``cluster_info.for_session(k)`` for the k-th,
 e.g. one per node type in inference).
 
-Replicated mode (a ``cluster_info`` with ``replicated`` set, graphstore.modes.replicated.cluster): Ray
+Each mode supplies its own join and leave through its ``cluster_info``
+(graphstore.modes.cluster_info): graph store and colocated, ``GraphStoreInfo.join`` / ``leave``
+(graphstore.modes.graph_store.info); replicated mode, ``ReplicatedInfo``'s
+(graphstore.modes.replicated.cluster): Ray
 Train built the gloo process group of every worker before the worker runs; there is no storage
-and no RPC, so steps 1, 2 and 4 do not exist and only the device is chosen; shutting down
-destroys the groups as in the other modes.
+and no RPC, so steps 1, 2 and 4 do not exist and only the device is chosen; leaving destroys
+nothing (the groups are Ray Train's).
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
 import time
-from dataclasses import dataclass, field
 
 from graphstore.runtime import devices
 from graphstore.dataset import glt_adapter
-from graphstore.runtime.errors import RuntimeFailure, UsageError
-from graphstore.modes.graph_store.info import GraphStoreInfo, wait_ready
-from graphstore.runtime.heartbeat import Heartbeat
-from graphstore.runtime.ports import PortHold
+from graphstore.runtime.errors import UsageError
+from graphstore.modes.cluster_info import ClusterInfo, ComputeProcess
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _ComputeProcess:
-    info: GraphStoreInfo
-    rank: int
-    world_size: int
-    heartbeat: Heartbeat | None
-    device: devices.ComputeDevice
-    loaders_created: int = 0  # colocated loaders agree on ports by creation order
-    port_hold: PortHold = field(default_factory=PortHold)  # the loader ports rank 0 handed out
+_CURRENT: ComputeProcess | None = None  # one per process; GLT's client context is global too
 
 
-_CURRENT: _ComputeProcess | None = None  # one per process; GLT's client context is global too
-
-
-def current() -> _ComputeProcess:
+def current() -> ComputeProcess:
     if _CURRENT is None:
         raise UsageError("call init_compute_process(local_rank, cluster_info) first")
     return _CURRENT
@@ -68,15 +56,11 @@ def compute_device() -> devices.ComputeDevice:
     return current().device
 
 
-def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> devices.ComputeDevice:
-    """Connect this compute worker to the storage servers, then build the compute group; returns
-    the device it computes on (graphstore.runtime.devices: the CPU, or ``cuda:<local_rank>`` when the
-    resource config gives GPUs and CUDA is available on every compute rank)."""
-    import graphlearn_torch as glt
-    import torch.distributed as dist
-
-    from graphstore.dataset.protocol import CLIENT_GROUP, SERVER_GROUP
-
+def init_compute_process(local_rank: int, cluster_info: ClusterInfo) -> devices.ComputeDevice:
+    """Join this compute worker to its cluster by the mode's ``join`` (graph store: the storage
+    servers, then the compute group; graphstore.modes.cluster_info); returns the device it
+    computes on (graphstore.runtime.devices: the CPU, or ``cuda:<local_rank>`` when the resource
+    config gives GPUs and CUDA is available on every compute rank)."""
     global _CURRENT
     if _CURRENT is not None:
         raise UsageError("init_compute_process was already called in this process")
@@ -92,61 +76,15 @@ def init_compute_process(local_rank: int, cluster_info: GraphStoreInfo) -> devic
         procs_per_machine=info.num_processes_per_compute, cuda_available=cuda_available,
         cuda_device_count=cuda_count)
     t0 = time.perf_counter()
-    if getattr(info, "replicated", False):  # Ray Train built the group; the graph is local
-        return _join_replicated(info, rank, world, plan, gpus, t0)
-    if info.colocated:  # every compute process holds (a share of) its machine's partition
-        glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
-        glt.distributed.init_rpc(master_addr=info.storage_cluster_master_ip,
-                                 master_port=info.storage_rpc_port, num_rpc_threads=4,
-                                 rpc_timeout=info.runtime.rpc_timeout_s)
-    else:
-        wait_ready(info, info.session_index)
-        glt.distributed.init_client(
-            num_servers=info.num_storage_nodes, num_clients=world, client_rank=rank,
-            master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
-            num_rpc_threads=4, client_group_name=CLIENT_GROUP)
-        glt_adapter.set_client_rpc_timeout(info.runtime.rpc_timeout_s)
-    dist.init_process_group(  # gloo: CPU-side collectives; CUDA tensors go on the DDP group
-        "gloo", init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
-        rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=info.runtime.cluster_init_timeout_s))
-    device = devices.activate(devices.agree_across_ranks(plan, gpus),
-                              timeout_s=info.runtime.cluster_init_timeout_s)
-    peers = {f"storage rank {i} ({host})": f"{SERVER_GROUP}_{i}"
-             for i, host in enumerate(info.storage_node_ips)}
-    beat = None if info.colocated else Heartbeat(
-        peers, interval_s=info.runtime.heartbeat_interval_s,
-        timeout_s=info.runtime.heartbeat_timeout_s).start()
-    _CURRENT = _ComputeProcess(info, rank, world, beat, device)
-    log.info("compute rank=%d/%d joined session=%d storage=%d backend=gloo device=%s ddp=%s "
-             "seconds=%.2f", rank, world, info.session_index, info.num_storage_nodes,
+    _CURRENT = info.join(rank, world, plan)  # the mode's join (GraphStoreInfo / ReplicatedInfo)
+    device = _CURRENT.device
+    log.info("compute rank=%d/%d joined session=%d (%s) backend=gloo device=%s ddp=%s "
+             "seconds=%.2f", rank, world, info.session_index, type(info).__name__,
              device.plan.device, device.plan.ddp_backend, time.perf_counter() - t0)
     return device
 
 
-def _join_replicated(info, rank: int, world: int, plan: devices.DevicePlan, gpus: int,
-                     t0: float) -> devices.ComputeDevice:
-    """Replicated mode (graphstore.modes.replicated.workers): Ray Train's ``TorchTrainer`` already
-    built the gloo compute group of every worker; no storage, no RPC. Only the device is chosen
-    here, as in the other modes."""
-    import torch.distributed as dist
-
-    global _CURRENT
-    if not dist.is_initialized() or (dist.get_rank(), dist.get_world_size()) != (rank, world):
-        raise RuntimeFailure(
-            f"replicated compute rank {rank}/{world}: the process group Ray Train built is "
-            + (f"rank {dist.get_rank()}/{dist.get_world_size()}" if dist.is_initialized()
-               else "missing") + " (run the worker through graphstore.modes.replicated.workers)")
-    device = devices.activate(devices.agree_across_ranks(plan, gpus),
-                              timeout_s=info.runtime.cluster_init_timeout_s)
-    _CURRENT = _ComputeProcess(info, rank, world, None, device)
-    log.info("compute rank=%d/%d joined replicated session=%d backend=gloo device=%s ddp=%s "
-             "seconds=%.2f", rank, world, info.session_index, device.plan.device,
-             device.plan.ddp_backend, time.perf_counter() - t0)
-    return device
-
-
-def shared_port(proc: _ComputeProcess) -> int:
+def shared_port(proc: ComputeProcess) -> int:
     """A port every compute rank agrees on for the next loader (colocated sampling workers).
 
     Rank 0 picks a free port on the compute leader and publishes it in the compute group's store
@@ -178,23 +116,10 @@ def shutdown_compute_process() -> None:
     group's threads (main thread in ``~ProcessGroupGloo`` / ``thread::join``, worker in
     ``take_gil`` from ``PyObjectSlot::maybe_destroy_pyobj``). In the other modes the RPC
     shutdown before the destroy gives the threads seconds to finish."""
-    import graphlearn_torch as glt
-    import torch.distributed as dist
-
     global _CURRENT
     proc = current()
     t0 = time.perf_counter()
-    rpc_s = 0.0
-    if not getattr(proc.info, "replicated", False):  # replicated: no RPC, Ray Train's groups
-        if proc.info.colocated:
-            glt.distributed.shutdown_rpc()
-        else:
-            proc.heartbeat.stop()
-            glt.distributed.shutdown_client()
-        rpc_s = time.perf_counter() - t0
-        if dist.is_initialized():
-            dist.barrier()
-            dist.destroy_process_group()
+    rpc_s = proc.info.leave(proc)  # the mode's leave (GraphStoreInfo / ReplicatedInfo)
     _CURRENT = None
     log.info("compute rank=%d shut down rpc_s=%.2f seconds=%.2f", proc.rank, rpc_s,
              time.perf_counter() - t0)

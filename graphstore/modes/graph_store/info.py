@@ -32,7 +32,10 @@ import graphstore.runtime.rendezvous  # noqa: F401  (binds loopback rendezvous s
 from graphstore.dataset import glt_adapter
 from graphstore.io import uris
 from graphstore.config import RuntimeConfig
+from graphstore.modes.cluster_info import ComputeProcess
+from graphstore.runtime import devices
 from graphstore.runtime.env import ClusterTopology
+from graphstore.runtime.heartbeat import Heartbeat
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.runtime.ports import PortHold, free_ports
 from graphstore.config.stage import StageContext
@@ -97,6 +100,69 @@ class GraphStoreInfo:
         if self.machine_role != "compute":
             raise UsageError("GraphStoreInfo.compute_rank: this info was built on a storage machine")
         return self.machine_index * self.num_processes_per_compute + local_rank
+
+    def join(self, rank: int, world: int, plan: devices.DevicePlan) -> ComputeProcess:
+        """Graph store and colocated's join of a compute process (:func:`_join`)."""
+        return _join(self, rank, world, plan)
+
+    def leave(self, process: ComputeProcess) -> float:
+        """Graph store and colocated's leave (:func:`_leave`)."""
+        return _leave(process)
+
+
+def _join(info: GraphStoreInfo, rank: int, world: int, plan: devices.DevicePlan) -> ComputeProcess:
+    """Graph store and colocated's join (``GraphStoreInfo.join``; the steps of
+    graphstore.modes.graph_store.compute's docs): storage ready, the RPC client (colocated: the
+    worker group's RPC agent), the compute group, the device, heartbeats to storage."""
+    import graphlearn_torch as glt
+    import torch.distributed as dist
+
+    from graphstore.dataset.protocol import CLIENT_GROUP, SERVER_GROUP
+
+    if info.colocated:  # every compute process holds (a share of) its machine's partition
+        glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
+        glt.distributed.init_rpc(master_addr=info.storage_cluster_master_ip,
+                                 master_port=info.storage_rpc_port, num_rpc_threads=4,
+                                 rpc_timeout=info.runtime.rpc_timeout_s)
+    else:
+        wait_ready(info, info.session_index)
+        glt.distributed.init_client(
+            num_servers=info.num_storage_nodes, num_clients=world, client_rank=rank,
+            master_addr=info.storage_cluster_master_ip, master_port=info.storage_rpc_port,
+            num_rpc_threads=4, client_group_name=CLIENT_GROUP)
+        glt_adapter.set_client_rpc_timeout(info.runtime.rpc_timeout_s)
+    dist.init_process_group(  # gloo: CPU-side collectives; CUDA tensors go on the DDP group
+        "gloo", init_method=f"tcp://{info.compute_cluster_master_ip}:{info.compute_pg_port}",
+        rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=info.runtime.cluster_init_timeout_s))
+    device = devices.activate(devices.agree_across_ranks(plan, info.gpus_per_compute_machine),
+                              timeout_s=info.runtime.cluster_init_timeout_s)
+    peers = {f"storage rank {i} ({host})": f"{SERVER_GROUP}_{i}"
+             for i, host in enumerate(info.storage_node_ips)}
+    beat = None if info.colocated else Heartbeat(
+        peers, interval_s=info.runtime.heartbeat_interval_s,
+        timeout_s=info.runtime.heartbeat_timeout_s).start()
+    return ComputeProcess(info, rank, world, beat, device)
+
+
+def _leave(proc: ComputeProcess) -> float:
+    """Graph store and colocated's leave (``GraphStoreInfo.leave``): the RPC client or agent,
+    then the compute group (graphstore.modes.graph_store.compute.shutdown_compute_process); returns the RPC shutdown's
+    seconds."""
+    import graphlearn_torch as glt
+    import torch.distributed as dist
+
+    t0 = time.perf_counter()
+    if proc.heartbeat is None:  # colocated: this process's RPC agent of the worker group
+        glt.distributed.shutdown_rpc()
+    else:
+        proc.heartbeat.stop()
+        glt.distributed.shutdown_client()
+    rpc_s = time.perf_counter() - t0
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    return rpc_s
 
 
 def bind_host(topology: ClusterTopology) -> str:

@@ -28,7 +28,7 @@ import torch
 from graphstore.runtime.errors import UsageError
 from graphstore.dataset import glt_adapter
 from graphstore.dataset.glt_adapter import init_dist_loader
-from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions
+from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions, SamplingOptions
 from graphstore.modes.graph_store.info import GraphStoreInfo
 from graphstore.dataset import protocol as P
 
@@ -76,7 +76,7 @@ class RemoteDistDataset(DatasetBase):
     def sampling_seed(self) -> int:
         return self._proc.info.runtime.random_seed + self._proc.rank
 
-    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+    def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None:
         """One sampler input per storage rank (an empty one too): GLT's sampling workers form
         one RPC group across all servers, so a loader that skipped a server would hang. Each
@@ -100,11 +100,12 @@ class RemoteDistDataset(DatasetBase):
             worker_concurrency=options.worker_concurrency,
             master_addr=info.storage_cluster_master_ip, master_port=port,
             rpc_timeout=info.runtime.rpc_timeout_s, num_rpc_threads=2,
-            buffer_size=f"{channel_mib(self.metadata, config) * workers}MB",
+            buffer_size=f"{channel_mib(self.metadata, sampling) * workers}MB",
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()
-        init_dist_loader(loader, None, [glt_adapter.sent_input(i) for i in inputs], config, CPU,
+        init_dist_loader(loader, None, [glt_adapter.sent_input(i) for i in inputs],
+                         sampling.glt_config(), CPU,
                          worker_options)
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
@@ -137,19 +138,17 @@ def batch_message_bytes(meta: Any, num_neighbors: Sequence[int], batch_size: int
     return nodes * (8 + 4 * widest) + edges * 24
 
 
-def channel_mib(meta: Any, config: Any) -> int:
+def channel_mib(meta: Any, sampling: SamplingOptions) -> int:
     """MiB of the shared-memory channel of each sampling worker of a loader: room for one batch
     message by :func:`batch_message_bytes`, at least :data:`MIN_CHANNEL_MIB`. A message larger
     than the channel is never sent and GLT 0.2.4 says nothing: the loader waited for a batch
     that never came until ``rpcTimeoutS`` (seen with inference batches of 8192 seeds, fan-out
     [10, 5], 16 features, in the 64 MiB channel every loader had)."""
-    from graphlearn_torch.sampler import SamplingType
-
-    fanout = config.num_neighbors
+    fanout = sampling.num_neighbors
     if isinstance(fanout, dict):  # per edge type: the widest at each hop
         fanout = [max(hops) for hops in zip(*fanout.values())] if fanout else []
-    message = batch_message_bytes(meta, list(fanout or []), config.batch_size,
-                                  config.sampling_type == SamplingType.LINK)
+    message = batch_message_bytes(meta, list(fanout or []), sampling.batch_size,
+                                  sampling.kind == "link")
     if message is None:
         return MIN_CHANNEL_MIB
     return max(MIN_CHANNEL_MIB, -(-message // (1 << 20)))

@@ -42,6 +42,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from graphstore.modes.cluster_info import ComputeProcess
+from graphstore.runtime import devices
+from graphstore.runtime.devices import DevicePlan
 from graphstore.runtime.env import ray_node_environ, use_ray_token
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 
@@ -67,8 +70,6 @@ class ReplicatedInfo:
     num_server_sessions: int = 1
     gpus_per_compute_machine: int = 0
 
-    replicated: ClassVar[bool] = True
-    colocated: ClassVar[bool] = False
     num_storage_nodes: ClassVar[int] = 0
 
     @property
@@ -91,6 +92,28 @@ class ReplicatedInfo:
                                  f"[0, {self.num_compute_processes})")
         machine, local = divmod(world_rank, self.num_processes_per_compute)
         return local, replace(self, machine_index=machine)
+
+    def join(self, rank: int, world: int, plan: DevicePlan) -> ComputeProcess:
+        """Replicated mode's join of a compute process: Ray Train's ``TorchTrainer`` already
+        built the gloo compute group of every worker (graphstore.modes.replicated.workers); no
+        storage, no RPC. Checks that group is ``rank`` of ``world``, then chooses the device."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized() or (dist.get_rank(), dist.get_world_size()) != (rank, world):
+            raise RuntimeFailure(
+                f"replicated compute rank {rank}/{world}: the process group Ray Train built is "
+                + (f"rank {dist.get_rank()}/{dist.get_world_size()}" if dist.is_initialized()
+                   else "missing") + " (run the worker through graphstore.modes.replicated.workers)")
+        device = devices.activate(devices.agree_across_ranks(plan, self.gpus_per_compute_machine),
+                                  timeout_s=self.runtime.cluster_init_timeout_s)
+        return ComputeProcess(self, rank, world, None, device)
+
+    def leave(self, process: ComputeProcess) -> float:
+        """Nothing to end: the groups are Ray Train's, whose torch backend destroys them once
+        every worker's function has returned (why not here:
+        graphstore.modes.graph_store.compute.shutdown_compute_process); no RPC, so 0 s."""
+        del process
+        return 0.0
 
 
 class RayNode:

@@ -12,7 +12,7 @@ inferencer and loaders run unchanged on it. What differs is only the transport:
   each id once, as in graph-store mode);
 - a loader (``DistNeighborLoader`` / ``DistABLPLoader``) samples inline or through Ray Data
   (graphstore.modes.replicated.loading): its seeds, fan-out, batch size, shuffling and seed come from
-  the same GLT sampler inputs and ``SamplingConfig`` the other modes hand GLT.
+  the same GLT sampler inputs and sampling options (``SamplingOptions``) the other modes hand GLT.
 
 Answers follow graph-store storage's rules (graphstore.dataset.queries): ids sorted, slice
 ``rank`` of ``world_size`` contiguous; anchors of a split are those with a label of that split;
@@ -35,7 +35,7 @@ import torch
 from graphstore.dataset.ablp import ABLPInputNodes
 from graphstore.config import EdgeType
 from graphstore.runtime.errors import UsageError
-from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions
+from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions, SamplingOptions
 from graphstore.runtime.ports import free_ports
 from graphstore.modes.replicated.format import View
 from graphstore.modes.replicated.graph_file import FeatureFile, GraphFile
@@ -165,7 +165,7 @@ class ReplicatedDataset(DatasetBase):
         proc = compute.current()
         return proc.info.runtime.random_seed + proc.rank
 
-    def start_loader(self, loader: Any, inputs: Sequence[Any], config: Any,
+    def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None:
         """Drive ``loader`` inline or with Ray Data (graphstore.modes.replicated.loading): ``inputs``
         is the one GLT sampler input of partition 0 (node ids, or (anchor, label) rows and
@@ -173,7 +173,7 @@ class ReplicatedDataset(DatasetBase):
         from graphstore.modes.replicated.loading import ReplicatedIteration
 
         (only,) = inputs
-        loader.drive_with(ReplicatedIteration.from_glt(self, loader, only, config, options))
+        loader.drive_with(ReplicatedIteration.from_loader(self, loader, only, sampling, options))
 
 
 __all__ = ["GraphFileService", "ReplicatedDataset", "PARTITION"]

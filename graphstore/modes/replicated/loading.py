@@ -1,7 +1,7 @@
 """How a loader of the default loops iterates in replicated mode: inline, or Ray Data.
 
 ``DistNeighborLoader`` and ``DistABLPLoader`` (graphstore.dataset.loaders) check their arguments and build
-GLT's sampler input and ``SamplingConfig`` as in every mode, then hand them to the dataset
+GLT's sampler input and their ``SamplingOptions`` as in every mode, then hand them to the dataset
 (``GraphDataset.start_loader``); :class:`~graphstore.modes.replicated.dataset.ReplicatedDataset` drives
 the loader with a :class:`ReplicatedIteration` instead of GLT. The loader's protocol is GLT's:
 ``iter(loader)`` starts an epoch, ``next(loader)`` gives its next batch (``StopIteration`` at its
@@ -97,12 +97,13 @@ class ReplicatedIteration:
         self._batches: Iterator[Any] | None = None
 
     @classmethod
-    def from_glt(cls, dataset: Any, loader: Any, sampler_input: Any, config: Any,
-                 options: Any) -> ReplicatedIteration:
+    def from_loader(cls, dataset: Any, loader: Any, sampler_input: Any, sampling: Any,
+                    options: Any) -> ReplicatedIteration:
         """From what the loaders give every mode: GLT's sampler input (``NodeSamplerInput``:
-        ``node``, ``input_type``; a labelled ``EdgeSamplerInput``: ``row``, ``col``) and
-        ``SamplingConfig``; the supervision type of a link loader is its
-        ``supervision_edge_type``."""
+        ``node``, ``input_type``; a labelled ``EdgeSamplerInput``: ``row``, ``col``) and the
+        mode-neutral graphstore.dataset.graph_dataset.SamplingOptions (GLT's ``SamplingConfig``
+        is never built here: GLT does not sample in this mode); the supervision type of a link
+        loader is its ``supervision_edge_type``."""
         meta = dataset.metadata
         if getattr(loader, "hard_negatives_per_anchor", 0):
             raise UsageError("DistABLPLoader: hard_negatives_per_anchor is not supported in "
@@ -116,9 +117,9 @@ class ReplicatedIteration:
             node_type = supervision[0]
             units = np.stack([sampler_input.row.numpy(), sampler_input.col.numpy()])
         return cls(dataset, units=np.ascontiguousarray(units, dtype=np.int64), node_type=node_type,
-                   supervision=supervision, num_neighbors=list(config.num_neighbors),
-                   batch_size=int(config.batch_size), shuffle=bool(config.shuffle),
-                   drop_last=bool(config.drop_last), seed=int(config.seed or 0),
+                   supervision=supervision, num_neighbors=list(sampling.num_neighbors),
+                   batch_size=int(sampling.batch_size), shuffle=bool(sampling.shuffle),
+                   drop_last=bool(sampling.drop_last), seed=int(sampling.seed or 0),
                    read_tasks=options.workers_or(DEFAULT_SAMPLING_PROCESSES),
                    prefetch_batches=int(options.prefetch_size))
 
