@@ -59,6 +59,18 @@ def staging_name(table: str, run_id: str) -> str:
     return sql_name(f"{table}__staging_{readable}_{digest}", "staging table")
 
 
+
+def _sql_type(value: str | int | float) -> str:
+    """The BigQuery type of a query parameter: a ``str`` (a RunId too), an ``int`` or a
+    ``float`` (a bool is refused: it would pass as an int)."""
+    if isinstance(value, str):
+        return "STRING"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "INT64"
+    if isinstance(value, float):
+        return "FLOAT64"
+    raise TypeError(f"no BigQuery parameter type for {type(value).__name__} {value!r}")
+
 class BigQueryWarehouse:
     """One BigQuery dataset. ``client`` defaults to graphstore.io.gcp.bigquery_client(project)."""
 
@@ -84,8 +96,7 @@ class BigQueryWarehouse:
     def _query(self, sql: str, params: dict | None = None) -> list:
         from google.cloud import bigquery
 
-        types = {str: "STRING", int: "INT64", float: "FLOAT64"}
-        qp = [bigquery.ScalarQueryParameter(k, types[type(v)], v) for k, v in (params or {}).items()]
+        qp = [bigquery.ScalarQueryParameter(k, _sql_type(v), v) for k, v in (params or {}).items()]
         job = self.client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=qp),
                                 location=self.location)
         return list(job.result(timeout=LOAD_TIMEOUT_S))

@@ -252,6 +252,7 @@ def test_compiled_pipeline_tasks_run_in_the_image_as_vertex_runs_them(image, tmp
         "job_name": "graphstore-pipeline-image-test"}, work)
     run_dir = frozen["run_dir"]
     assert run_dir == str(work / "runs" / "img1") and frozen["node_types"] == ["user", "item"]
+    assert frozen["run_id"] == "img1"  # handed to every later task
 
     assert _run_task(spec, "partition", {"run_dir": run_dir}, work) == {"Output": run_dir}
     manifest = ShardSet.open(str(Path(run_dir) / "shards")).manifest
@@ -270,8 +271,8 @@ def test_compiled_pipeline_tasks_run_in_the_image_as_vertex_runs_them(image, tmp
     warehouse = Path(run_dir).parent / "warehouse" / "warehouse.duckdb"
     for node_type in frozen["node_types"]:
         count = manifest.node_types[node_type].count
-        assert _run_task(spec, "export", {"run_dir": run_dir, "node_type": node_type},
-                         work) == {"Output": count}
+        assert _run_task(spec, "export", {"run_dir": run_dir, "run_id": frozen["run_id"],
+                                          "node_type": node_type}, work) == {"Output": count}
         con = duckdb.connect(str(warehouse), read_only=True)
         try:
             rows = con.execute(f"SELECT run_id, count(*), count(DISTINCT node_id) FROM "

@@ -5,6 +5,7 @@ at the end and no Ray process is left."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import psutil
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from graphstore.config import EdgeType
-from graphstore.runtime.errors import UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.modes.replicated import (
     FeatureFile, GraphFile, collate_to_pyg, create_sampling_dataset,
 )
@@ -288,3 +289,44 @@ def test_seed_004_ray_train_snippet_finishes_on_two_cpus(ray_cluster, graphs, tm
                            run_config=RunConfig(storage_path=str(tmp_path)))
     result = trainer.fit()
     assert result.error is None
+
+
+@pytest.mark.timeout(300)
+def test_a_dataset_that_cannot_progress_fails_naming_what_it_waits_for(ray_cluster, graphs):
+    """Read tasks that ask for CPUs an actor holds never start, and Ray Data waits without a
+    word; the sampling dataset raises after its bound instead, naming the CPUs each task asks
+    for and the cluster's free ones. Once the CPUs are free the same dataset reads to the end,
+    and a derived dataset (a plain Ray dataset) is not bounded."""
+    import ray
+
+    from graphstore.modes.replicated.progress import SamplingDataset
+
+    @ray.remote(num_cpus=2)
+    class Holder:
+        def ready(self) -> bool:
+            return True
+
+    dataset = create_sampling_dataset(graphs["homo"].graph, [5, 5], batch_size=64, parallelism=2,
+                                      ray_remote_args={"num_cpus": 1}, stall_timeout_s=4)
+    assert isinstance(dataset, SamplingDataset)
+    holder = Holder.remote()
+    try:
+        assert ray.get(holder.ready.remote(), timeout=60)
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeFailure) as caught:
+            for _ in dataset.iter_batches(batch_size=1, batch_format="pyarrow"):
+                pass
+        waited = time.monotonic() - t0
+    finally:
+        ray.kill(holder)
+    text = str(caught.value)
+    assert "no progress for 4 s" in text and "each read task asks for CPU 1" in text, text
+    assert re.search(r"free: CPU 0 of 2\b", text), text
+    assert 4 <= waited < 60
+    rows = sum(len(b) for b in dataset.iter_batches(batch_size=1, batch_format="pyarrow"))
+    (nodes,) = GraphFile.open(graphs["homo"].graph).metadata.node_counts.values()
+    assert rows == -(-nodes // 64)  # every seed's batch, read once the CPUs are free
+    assert not isinstance(dataset.map_batches(lambda b: b, batch_format="pyarrow"),
+                          SamplingDataset)
+    with pytest.raises(UsageError, match="stall_timeout_s must be > 0"):
+        create_sampling_dataset(graphs["homo"].graph, [5], stall_timeout_s=0)

@@ -376,16 +376,22 @@ def create_sampling_dataset(graph_path: str, num_neighbors: Sequence[int] | dict
                             input_nodes: Any = None, batch_size: int = 1024,
                             replace: bool = False, features_path: str | None = None,
                             parallelism: int | None = None, *,
-                            ray_remote_args: dict[str, Any] | None = None, **options: Any):
+                            ray_remote_args: dict[str, Any] | None = None,
+                            stall_timeout_s: float | None = None, **options: Any):
     """A ``ray.data.Dataset`` of sampled mini-batches of the graph file at ``graph_path`` (module
     docs). ``parallelism``: read tasks, default the CPUs of the Ray cluster. ``options``
     (keyword only): ``view``, ``supervision_edge_type``, ``split``, ``num_negatives``,
     ``random_seed``, ``drop_last``, ``positive_pairs``, ``rows_per_block``
     (:class:`GraphSamplingDatasource`);
     ``ray_remote_args``: the read tasks' Ray options (e.g. ``num_cpus``, a scheduling strategy;
-    default Ray Data's, or :data:`IN_ACTOR_READ_ARGS` inside a Ray actor such as a train worker).
-    Starts Ray (``ray.init``) when it is not running."""
+    default Ray Data's, or :data:`IN_ACTOR_READ_ARGS` inside a Ray actor such as a train worker);
+    ``stall_timeout_s``: how long an iteration of the dataset may go without a batch before it
+    raises an error naming the resources its read tasks wait for (default
+    graphstore.modes.replicated.progress.DEFAULT_STALL_TIMEOUT_S, 300 s). Starts Ray
+    (``ray.init``) when it is not running."""
     import ray
+
+    from graphstore.modes.replicated.progress import DEFAULT_STALL_TIMEOUT_S, watch
 
     if not ray.is_initialized():
         ray.init()
@@ -397,8 +403,10 @@ def create_sampling_dataset(graph_path: str, num_neighbors: Sequence[int] | dict
         graph_path, num_neighbors, input_nodes, batch_size, replace, features_path, **options)
     if ray_remote_args is None and ray.get_runtime_context().get_actor_id() is not None:
         ray_remote_args = dict(IN_ACTOR_READ_ARGS)
-    return ray.data.read_datasource(source, override_num_blocks=parallelism,
-                                    ray_remote_args=ray_remote_args)
+    dataset = ray.data.read_datasource(source, override_num_blocks=parallelism,
+                                       ray_remote_args=ray_remote_args)
+    return watch(dataset, DEFAULT_STALL_TIMEOUT_S if stall_timeout_s is None else stall_timeout_s,
+                 ray_remote_args)
 
 
 IN_ACTOR_READ_ARGS = {"num_cpus": 0}

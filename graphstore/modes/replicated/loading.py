@@ -154,13 +154,16 @@ class ReplicatedIteration:
             return
         import ray
 
-        from graphstore.modes.replicated import GraphSamplingDatasource
         from graphstore.modes.replicated.arrow_batch import collate_to_pyg
+        from graphstore.modes.replicated.datasource import GraphSamplingDatasource
+        from graphstore.modes.replicated.progress import DEFAULT_STALL_TIMEOUT_S, watch
 
         source = GraphSamplingDatasource(
             ds.graph_path, self.num_neighbors, batch_size=self.batch_size, **options)
-        data = ray.data.read_datasource(source, override_num_blocks=self.read_tasks,
-                                        ray_remote_args=read_task_options(ds.ray_remote_args))
+        read_args = read_task_options(ds.ray_remote_args)
+        data = watch(ray.data.read_datasource(source, override_num_blocks=self.read_tasks,
+                                              ray_remote_args=read_args),
+                     DEFAULT_STALL_TIMEOUT_S, read_args)
         self._batches = map(collate_to_pyg, data.iter_batches(
             batch_size=1, batch_format="pyarrow", prefetch_batches=self.prefetch_batches))
 
