@@ -14,7 +14,7 @@ inputs ``dict[int, ABLPInputNodes]`` keyed by the partition (storage rank) that 
 empty tensor for a partition is normal. Called without ``rank`` / ``world_size``, a fetch returns
 this process's share: every process of the job together gets each id exactly once.
 
-The mode is chosen once, in graphstore.modes.dataset_source (a machine's parent, before spawning
+The mode is chosen once, in graphstore.modes.machine (a machine's parent, before spawning
 workers), a module above both modes.
 """
 

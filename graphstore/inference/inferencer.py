@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from graphstore.io import uris
 from graphstore.modes.machine import compute_machine
-from graphstore.modes.dataset_source import DatasetSource
+from graphstore.modes.cluster_info import DatasetSource
 from graphstore.formats.embeddings import (SUCCESS, EmbeddingsMarker, new_attempt_name, publish_success,
                                    shard_name, write_part)
 from graphstore.runtime.env import ClusterTopology

@@ -1,1 +1,1 @@
-"""One package per mode (graph_store, colocated, replicated), each supplying how a process joins and leaves its cluster, its dataset and its machine runner; machine.py and dataset_source.py are the one place that chooses."""
+"""One package per mode (graph_store, colocated, replicated), each supplying how a process joins and leaves its cluster, its dataset and its machine runner; machine.py is the one place that chooses; cluster_info.py is what every mode hands its workers."""

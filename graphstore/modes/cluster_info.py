@@ -1,4 +1,5 @@
-"""``ClusterInfo``: what a compute worker knows of its cluster, the same in every mode.
+"""What a compute worker gets from its machine's parent, the same in every mode: ``ClusterInfo``
+(its cluster) and a ``DatasetSource`` (what it opens its dataset from).
 
 Each mode's cluster description implements it: graph store and colocated,
 graphstore.modes.graph_store.info.GraphStoreInfo (colocated: no storage machines); replicated,
@@ -24,6 +25,7 @@ from graphstore.runtime.ports import PortHold
 
 if TYPE_CHECKING:
     from graphstore.config import RuntimeConfig
+    from graphstore.dataset.graph_dataset import GraphDataset
 
 
 class ClusterInfo(Protocol):
@@ -72,6 +74,15 @@ class ClusterInfo(Protocol):
         shutdown took. Called by ``shutdown_compute_process`` only."""
 
 
+class DatasetSource(Protocol):
+    """Picklable; handed to every worker a machine's parent spawns (graphstore.modes.machine),
+    which opens its dataset with it after joining: graph store, a handle that opens a
+    ``RemoteDistDataset`` per worker; colocated, the machine's partition, built once; replicated,
+    the ``ReplicatedDataset`` over the graph file."""
+
+    def open(self, info: ClusterInfo, local_rank: int) -> GraphDataset: ...
+
+
 @dataclass
 class ComputeProcess:
     """A joined compute process (one per process, graphstore.modes.graph_store.compute): what its
@@ -86,4 +97,4 @@ class ComputeProcess:
     port_hold: PortHold = field(default_factory=PortHold)  # the loader ports rank 0 handed out
 
 
-__all__ = ["ClusterInfo", "ComputeProcess"]
+__all__ = ["ClusterInfo", "ComputeProcess", "DatasetSource"]

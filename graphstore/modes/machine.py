@@ -11,7 +11,7 @@ and their workers ``_worker(local_rank, cluster_info, *args)`` open their datase
 
 - graph store and colocated (:class:`GltMachine`): the seed-000 sequence (``agree_on_cluster``:
   a temporary global group of all machines, storage included), the dataset source of
-  graphstore.modes.dataset_source (a ``RemoteDistDataset`` per worker, or this machine's partition),
+  :func:`_glt_dataset_source` (a ``RemoteDistDataset`` per worker, or this machine's partition),
   and one worker process per local rank and session, forked from a server that imported the
   worker's module once (graphstore.runtime.workers; started before the agreement, so its imports
   overlap with it and with the storage machines' loading);
@@ -30,8 +30,7 @@ import contextlib
 import math
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from graphstore.modes.cluster_info import ClusterInfo
-from graphstore.modes.dataset_source import DatasetSource, dataset_source
+from graphstore.modes.cluster_info import ClusterInfo, DatasetSource
 from graphstore.runtime.workers import spawn_workers, start_worker_server, stop_worker_server
 
 
@@ -59,7 +58,7 @@ class GltMachine:
         start_worker_server((worker_module,))  # imports while we agree on the cluster
         self.session_ports = PortHold(hold_s=math.inf)  # bound by the sessions' compute groups
         self.info = agree_on_cluster(ctx, topology, self.session_ports)
-        self.source = dataset_source(self.info, ctx.shards_uri, ctx.storage.storage_args)
+        self.source = _glt_dataset_source(self.info, ctx.shards_uri, ctx.storage.storage_args)
 
     def run(self, fn: Callable[..., None], args: Sequence[Any], *, session: int = 0) -> None:
         info = self.info.for_session(session)
@@ -71,6 +70,19 @@ class GltMachine:
         the worker server."""
         self.session_ports.close()
         stop_worker_server()
+
+
+def _glt_dataset_source(info: Any, shards_uri: str, storage_args: Any) -> DatasetSource:
+    """Graph store or colocated (``info``: the GraphStoreInfo agreed on): colocated, this
+    machine's partition, built once and shared by its workers; graph store, a handle that opens
+    a ``RemoteDistDataset`` in each worker."""
+    if info.colocated:
+        from graphstore.modes.colocated.dataset import DistDataset
+
+        return DistDataset.from_shards(shards_uri, info.machine_index, storage_args)
+    from graphstore.modes.graph_store.remote_dataset import RemoteSource
+
+    return RemoteSource()
 
 
 @contextlib.contextmanager

@@ -55,7 +55,7 @@ import torch.distributed as dist
 from graphstore.io import uris
 from graphstore.config import EdgeType
 from graphstore.modes.machine import compute_machine
-from graphstore.modes.dataset_source import DatasetSource
+from graphstore.modes.cluster_info import DatasetSource
 from graphstore.runtime.env import ClusterTopology
 from graphstore.runtime.errors import UsageError
 from graphstore.modes.cluster_info import ClusterInfo

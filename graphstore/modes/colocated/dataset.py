@@ -55,7 +55,7 @@ class DistDataset(DatasetBase):
         return cls(glt_dataset, state)
 
     def open(self, info: Any, local_rank: int) -> "DistDataset":
-        """The colocated :class:`~graphstore.modes.dataset_source.DatasetSource`: every worker of the
+        """The colocated :class:`~graphstore.modes.cluster_info.DatasetSource`: every worker of the
         machine uses the partition its parent built."""
         return self
 

@@ -156,7 +156,7 @@ def channel_mib(meta: Any, sampling: SamplingOptions) -> int:
 
 @dataclass(frozen=True)
 class RemoteSource:
-    """The graph-store :class:`~graphstore.modes.dataset_source.DatasetSource`: each worker opens its
+    """The graph-store :class:`~graphstore.modes.cluster_info.DatasetSource`: each worker opens its
     own ``RemoteDistDataset`` (after ``init_compute_process``)."""
 
     def open(self, info: GraphStoreInfo, local_rank: int) -> RemoteDistDataset:

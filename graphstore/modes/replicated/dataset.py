@@ -20,7 +20,7 @@ labels of an anchor in the shards' label order. The view: the trainer samples th
 view (held-out supervision edges absent, as storage with the trainer's splitter holds it), the
 inferencer the ``full`` one.
 
-A ``ReplicatedDataset`` is also the mode's :class:`~graphstore.modes.dataset_source.DatasetSource`: it
+A ``ReplicatedDataset`` is also the mode's :class:`~graphstore.modes.cluster_info.DatasetSource`: it
 pickles as its paths and options (never the mapped arrays) and every worker opens the files
 again.
 """
@@ -139,7 +139,7 @@ class ReplicatedDataset(DatasetBase):
         return self._graph
 
     def open(self, info: Any, local_rank: int) -> ReplicatedDataset:
-        """The :class:`~graphstore.modes.dataset_source.DatasetSource` call: every worker uses the
+        """The :class:`~graphstore.modes.cluster_info.DatasetSource` call: every worker uses the
         files this dataset names (each process maps them itself)."""
         return self
 
