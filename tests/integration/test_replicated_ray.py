@@ -5,8 +5,12 @@ at the end and no Ray process is left."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 import pyarrow as pa
@@ -14,12 +18,13 @@ import pytest
 import torch
 
 from graphstore.config import EdgeType
-from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import UsageError
 from graphstore.modes.replicated import (
     FeatureFile, GraphFile, collate_to_pyg, create_sampling_dataset,
 )
 from tests.replicated_graphs import build
 
+REPO = Path(__file__).resolve().parents[2]
 BUYS = EdgeType(src_node_type="user", relation="buys", dst_node_type="item")
 
 
@@ -53,6 +58,25 @@ def ray_cluster():
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory):
     return {kind: build(tmp_path_factory.mktemp(kind), kind=kind) for kind in ("hetero", "homo")}
+
+
+def _processes_carrying(marker: str, wait_s: float) -> list[str]:
+    """Live processes whose environment holds ``marker``, after waiting up to ``wait_s`` for
+    them to end (Ray's agents notice their raylet is gone within about 30 s)."""
+    needle = marker.encode()
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = []
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            try:
+                env = Path(f"/proc/{proc.pid}/environ").read_bytes()
+            except OSError:
+                continue
+            if needle in env and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                alive.append(f"pid {proc.pid}: {' '.join(proc.info['cmdline'] or [])[:120]}")
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(1)
 
 
 def _one_row_batches(ds):
@@ -295,37 +319,27 @@ def test_seed_004_ray_train_snippet_finishes_on_two_cpus(ray_cluster, graphs, tm
 def test_a_dataset_that_cannot_progress_fails_naming_what_it_waits_for(ray_cluster, graphs):
     """Read tasks that ask for CPUs an actor holds never start, and Ray Data waits without a
     word; the sampling dataset raises after its bound instead, naming the CPUs each task asks
-    for and the cluster's free ones. Once the CPUs are free the same dataset reads to the end,
-    and a derived dataset (a plain Ray dataset) is not bounded."""
-    import ray
-
+    for and the cluster's free ones (tests/integration/ray_stall_probe.py, in a process and a
+    Ray of its own: the abandoned iteration's thread stays inside Ray Data until that process
+    exits; in this worker it outlived ray.shutdown() and killed the worker two test files later,
+    CI on 7495412). A dataset derived from a sampling dataset is a plain Ray dataset."""
     from graphstore.modes.replicated.progress import SamplingDataset
 
-    @ray.remote(num_cpus=2)
-    class Holder:
-        def ready(self) -> bool:
-            return True
-
-    dataset = create_sampling_dataset(graphs["homo"].graph, [5, 5], batch_size=64, parallelism=2,
-                                      ray_remote_args={"num_cpus": 1}, stall_timeout_s=4)
-    assert isinstance(dataset, SamplingDataset)
-    holder = Holder.remote()
-    try:
-        assert ray.get(holder.ready.remote(), timeout=60)
-        t0 = time.monotonic()
-        with pytest.raises(RuntimeFailure) as caught:
-            for _ in dataset.iter_batches(batch_size=1, batch_format="pyarrow"):
-                pass
-        waited = time.monotonic() - t0
-    finally:
-        ray.kill(holder)
-    text = str(caught.value)
+    marker = f"ray-stall-probe-{os.getpid()}-{time.monotonic_ns()}"
+    probe = subprocess.run(
+        [sys.executable, "-m", "tests.integration.ray_stall_probe", graphs["homo"].graph, "4"],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "GRAPHSTORE_RAY_STALL_PROBE": marker})
+    text = probe.stdout
+    assert probe.returncode == 0, f"exit {probe.returncode}:\n{text}\n{probe.stderr[-3000:]}"
+    assert not _processes_carrying(marker, wait_s=90), "the probe's Ray left processes behind"
+    waited = float(re.search(r"^WAITED ([0-9.]+)$", text, re.M).group(1))
     assert "no progress for 4 s" in text and "each read task asks for CPU 1" in text, text
     assert re.search(r"free: CPU 0 of 2\b", text), text
-    assert 4 <= waited < 60
-    rows = sum(len(b) for b in dataset.iter_batches(batch_size=1, batch_format="pyarrow"))
-    (nodes,) = GraphFile.open(graphs["homo"].graph).metadata.node_counts.values()
-    assert rows == -(-nodes // 64)  # every seed's batch, read once the CPUs are free
+    assert 4 <= waited < 60, text
+
+    dataset = create_sampling_dataset(graphs["homo"].graph, [5, 5], batch_size=64, parallelism=2)
+    assert isinstance(dataset, SamplingDataset)
     assert not isinstance(dataset.map_batches(lambda b: b, batch_format="pyarrow"),
                           SamplingDataset)
     with pytest.raises(UsageError, match="stall_timeout_s must be > 0"):
