@@ -1,9 +1,9 @@
-"""Run by tests/integration/test_replicated_ray.py in a process of its own: a sampling dataset whose
-read tasks cannot start (an actor holds both CPUs of its own Ray) must raise RuntimeFailure after
-its bound. Prints ``WAITED <seconds>`` and the error's text, shuts Ray down and exits 0 without waiting
-for the pulling thread (still inside Ray Data: graphstore.modes.replicated.progress says it ends
-with the process). Its own process because that thread outlives ``ray.shutdown()`` and would
-take a shared pytest worker down with it later.
+"""Run by tests/integration/test_replicated_ray.py in a process of its own: a sampling dataset
+whose read tasks cannot start (an actor holds both CPUs of its own Ray) must raise RuntimeFailure
+after its bound. Prints ``WAITED <seconds>`` and the error's text, shuts Ray down and exits 0
+without waiting for the pulling thread (still inside Ray Data: graphstore.modes.replicated.progress
+says it ends with the process). Its own process because that thread outlives ``ray.shutdown()``
+and would take a shared pytest worker down with it later.
 
 Usage: python -m tests.integration.ray_stall_probe GRAPH_FILE STALL_TIMEOUT_S
 """
@@ -45,8 +45,9 @@ def main(graph: str, stall_timeout_s: float) -> int:
         print("NO ERROR", flush=True)
         code = 3
     ray.shutdown()  # Ray's own processes end with it; the pulling thread is a daemon
-    os._exit(code)  # not waiting for that thread (interpreter shutdown would join Ray's)
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], float(sys.argv[2])))
+    # os._exit: not waiting for the pulling thread (interpreter shutdown would join Ray's)
+    os._exit(main(sys.argv[1], float(sys.argv[2])))
