@@ -20,7 +20,7 @@ sampling workers) and keeps the peak; it also reads the main process's own peak 
   are a part of their edges (labels ~ 0.44 x edges), which separates a from b. The fit is printed as a ``MemoryModel(...)`` to paste into
   graphstore/planning/sizing.py.
 
-usage: python benchmarks/plan.py [--calibrate] [--work DIR] [--json FILE]
+usage: python benchmarks/plan.py [--calibrate [--repeats N]] [--work DIR] [--json FILE]
 (a graph's measurement is kept in DIR/<graph>/measured_c<C>.json and reused; delete it to measure again)
 Prints a table and writes benchmarks/results/plan.json (plan_calibration.json with --calibrate).
 """
@@ -45,13 +45,16 @@ POLL_S = 0.2
 # generator's hetero shape at 2 M raw edges (users, items, weighted user->item edges and their
 # reverses, item->item), like the validation graph but 5x smaller; "large" is the preset (10 M raw
 # edges, 9 M stored and 4 M labels per partition): the largest rows, so the per-edge and per-label
-# terms are fitted where they are a third of the peak, not a tenth
+# terms are fitted where they are a third of the peak, not a tenth. "features" holds 64 M feature
+# values per partition (256 MB): with 12.8 M (its size until 2026-12-06) the feature term was
+# ~60 MiB of the peak, and a peak sample moves by ~25 MiB between runs, so two calibrations of the
+# same code gave 4.95 and 5.15 B per value
 CALIBRATION = (
     ("large", 0, 0, 16, 1),
     ("edges16", 16_000_000, 400_000, 16, 1),
     ("edges", 4_000_000, 100_000, 16, 1),
     ("nodes", 1_000_000, 1_500_000, 16, 1),
-    ("features", 500_000, 200_000, 128, 1),
+    ("features", 1_000_000, 1_000_000, 128, 1),
     ("mixed", 2_000_000, 400_000, 32, 1),
     ("small", 20_000, 2_000, 16, 1),
     ("hetero", 2_000_000, 0, 16, 1),
@@ -210,8 +213,10 @@ def _configs(root: Path, data: Path, base: str, num_compute: int) -> tuple[Path,
     return tp, rp
 
 
-def run_graph(work: Path, name: str, spec, base: str, num_compute: int) -> list[dict]:
-    """Generate (once), partition (once), launch; one row per storage machine."""
+def run_graph(work: Path, name: str, spec, base: str, num_compute: int,
+              repeat: int = 0) -> list[dict]:
+    """Generate (once), partition (once), launch; one row per storage machine. ``repeat``
+    numbers the measurement (each is kept in its own file)."""
     from graphstore.config import load_config_pair
     from graphstore.tools.datagen import generate_dataset
     from graphstore.partition import partition_graph
@@ -232,7 +237,7 @@ def run_graph(work: Path, name: str, spec, base: str, num_compute: int) -> list[
         (run / "shards").symlink_to(shards)
     manifest = ShardSet.open(str(shards)).manifest
     loads = loads_from_manifest(manifest)
-    cache = root / f"measured_c{num_compute}.json"  # a finished measurement is kept
+    cache = root / f"measured_c{num_compute}_r{repeat}.json"  # a finished measurement is kept
     if cache.exists():
         measured = {int(k): v for k, v in json.loads(cache.read_text()).items()}
     else:
@@ -292,6 +297,9 @@ def main() -> int:
     ap.add_argument("--calibrate", action="store_true")
     ap.add_argument("--work", default=str(REPO / ".data" / "bench-plan"))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measurements of each graph, interleaved (rounds over all graphs); a "
+                         "row's peak is their median")
     a = ap.parse_args()
     from graphstore.tools.datagen import DatasetSpec
 
@@ -302,18 +310,26 @@ def main() -> int:
           f"{'peak_pss_mib':>12} {'main_hwm_mib':>12} {'estimate_mib':>12} {'est/pss':>7}", flush=True)
     rows: list[dict] = []
     if a.calibrate:
-        for name, edges, nodes, dim, c in CALIBRATION:
-            if name == "large":
-                new = run_graph(work, name, DatasetSpec.from_preset("large"), "task_hetero.yaml", c)
-            elif name == "hetero":
-                new = run_graph(work, name, DatasetSpec.from_num_edges(edges), "task_hetero.yaml", c)
-            else:
-                spec = DatasetSpec(kind="homo", num_items=nodes, num_item_item_edges=edges,
-                                   feature_dim=dim)
-                new = run_graph(work, name, spec, "task_homo.yaml", c)
-            rows += new
-            _print(new)
-        result = {"fit": fit(rows)}
+        rounds: list[list[dict]] = []
+        for repeat in range(a.repeats):  # interleaved: every graph once per round
+            rounds.append([])
+            for name, edges, nodes, dim, c in CALIBRATION:
+                if name == "large":
+                    spec, base = DatasetSpec.from_preset("large"), "task_hetero.yaml"
+                elif name == "hetero":
+                    spec, base = DatasetSpec.from_num_edges(edges), "task_hetero.yaml"
+                else:
+                    spec = DatasetSpec(kind="homo", num_items=nodes, num_item_item_edges=edges,
+                                       feature_dim=dim)
+                    base = "task_homo.yaml"
+                new = run_graph(work, name, spec, base, c, repeat)
+                rounds[-1] += new
+                _print(new)
+        rows = [_median_row(same) for same in zip(*rounds)]
+        if a.repeats > 1:
+            print("medians of the rounds:")
+            _print(rows)
+        result = {"fit": fit(rows), "repeats": a.repeats}
     else:
         new = run_graph(work, "large", DatasetSpec.from_preset("large"), "task_hetero.yaml", 1)
         rows += new
@@ -330,6 +346,15 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     return 0
+
+
+def _median_row(same: tuple[dict, ...]) -> dict:
+    """One graph's row from its measurements (same graph, compute processes and partition):
+    the one whose peak is the median (the lower middle one of an even count), with every
+    measured peak in ``peak_pss_samples_mib``."""
+    peaks = [r["peak_pss_mib"] for r in same]
+    middle = sorted(same, key=lambda r: r["peak_pss_mib"])[(len(same) - 1) // 2]
+    return {**middle, "peak_pss_samples_mib": [round(p, 1) for p in peaks]}
 
 
 def _print(rows: list[dict]) -> None:

@@ -101,8 +101,8 @@ class InferencerConfig(Model):
         "`graphstore/training/checkpoint.py`) and `sampling_workers` (int >= 0 or null, as the "
         "trainer's); checked when the config loads, unknown keys are an error."))
     inference_batch_size: Int(1) = Field(4096, alias="inferenceBatchSize", description=(
-        "Seed nodes per inference batch (4096: 1.5x the nodes/s of 512 in graph-store mode on 2 "
-        "cores, docs/performance.md; each storage sampling worker's channel grows with it)."))
+        "Seed nodes per inference batch (4096: 1.4x the nodes/s of 512 in graph-store mode on 2 "
+        "cores, 2026-12-06, docs/performance.md; each storage sampling worker's channel grows with it)."))
     node_types: tuple[Name, ...] | None = Field(None, alias="nodeTypes", description=(
         "Node types to embed; each declared, no duplicates. Default: every node type appearing in a "
         "supervision edge type, in `graphMetadata.nodeTypes` order; with no supervision edge types, all "

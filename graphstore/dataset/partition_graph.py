@@ -54,7 +54,7 @@ from graphstore.dataset.csr import count_rows, indptr_of, scatter_positions
 from graphstore.dataset.metadata import DatasetMetadata
 from graphstore.runtime.errors import UsageError
 from graphstore.formats.shards.format import Manifest, edge_dir, label_dir, node_dir
-from graphstore.formats.shards.reader import ShardFormatError, ShardSet
+from graphstore.formats.shards.reader import ShardFormatError, ShardSet, column_numpy
 from graphstore.dataset.splitter import SPLITS, DistNodeAnchorLinkSplitter, SplitRules
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,7 @@ def _pairs(shards: ShardSet, rel_dir: str, columns: tuple[str, str],
     """``(a, b)`` int64 arrays of two columns of the files under ``rel_dir``, batch by batch, in
     file order (the order edge ids follow)."""
     for batch in shards.stream_dir(rel_dir, list(columns), batch_rows=STREAM_ROWS, verify=verify):
-        yield (batch.column(0).to_numpy().astype(np.int64, copy=False),
-               batch.column(1).to_numpy().astype(np.int64, copy=False))
+        yield column_numpy(batch.column(0), np.int64), column_numpy(batch.column(1), np.int64)
 
 
 def _shared_numpy(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
@@ -309,12 +308,12 @@ def _features(shards: ShardSet, partition: int, node_type: str) -> torch.Tensor:
     columns = ["int_id", *(f"f_{i}" for i in range(dim))]
     batch_rows = max(1, min(STREAM_ROWS, STREAM_BYTES // (8 + 4 * dim)))
     for batch in shards.stream_dir(rel, columns, batch_rows=batch_rows, verify=True):
-        rows = _local_rows(batch.column(0).to_numpy().astype(np.int64, copy=False), lo, hi, where)
+        rows = _local_rows(column_numpy(batch.column(0), np.int64), lo, hi, where)
         if seen[rows].any() or len(np.unique(rows)) != len(rows):
             raise ShardFormatError(f"{where}: a node id appears twice; re-partition")
         seen[rows] = True
         for i in range(dim):
-            out[rows, i] = batch.column(i + 1).to_numpy()
+            out[rows, i] = column_numpy(batch.column(i + 1), np.float32)
     if not seen.all():
         raise ShardFormatError(f"{where}: {int((~seen).sum())} node(s) of the partition's range "
                                f"[{lo}, {hi}) have no feature row; re-partition")

@@ -56,14 +56,15 @@ class MemoryModel:
 
 
 MEASURED = MemoryModel(
-    base_mib=1007.7, bytes_per_edge=20.0, bytes_per_label=24.0, bytes_per_owned_node=12.6,
-    bytes_per_feature_value=5.2, per_compute_process_mib=39.0,
-    measured=("2026-12-05, `python benchmarks/plan.py --calibrate` (2 CPUs, commit 9fed651: "
-              "labels read in place by the sampling producers, 4 MiB row groups, shard schema 3): "
-              "peak PSS of 8 generated graphs (20 k-16 M edges, 2 k-1.5 M nodes, 16-128 features, "
-              "6 homogeneous, 2 hetero including the large preset: 9 M stored edges and 4 M labels "
-              "per partition) x 2 partitions, non-negative least squares, fit within 0.9%; the "
-              "compute term from 1, 2 and 4 compute processes"))
+    base_mib=940.3, bytes_per_edge=21.9, bytes_per_label=20.8, bytes_per_owned_node=16.8,
+    bytes_per_feature_value=4.2, per_compute_process_mib=38.3,
+    measured=("2026-12-06, `python benchmarks/plan.py --calibrate --repeats 3` (2 CPUs, commit "
+              "de63c68: the storage main process without pandas and torch's nested-tensor "
+              "imports, shard schema 3): median of 3 interleaved peak-PSS measurements of 8 "
+              "generated graphs (20 k-16 M edges, 2 k-1.5 M nodes, 16-128 features, up to 64 M "
+              "feature values per partition, 6 homogeneous, 2 hetero including the large preset: "
+              "9 M stored edges and 4 M labels per partition) x 2 partitions, non-negative least "
+              "squares, fit within 1.2%; the compute term from 1, 2 and 4 compute processes"))
 """The coefficients ``pipeline plan`` uses (see the module docs for how they were measured).
 What they mean, from how the storage process builds a partition (graphstore.dataset.partition_graph) and
 serves it: per edge, its neighbour and edge id in shared memory (16 B) and GLT's row bookkeeping;
@@ -71,9 +72,11 @@ per label, the anchor and label arrays (16 B; the sampling producers read them i
 graphstore.dataset.glt_adapter.StoredEdgeInput) and the answer to ``fetch_ablp_input`` while it
 is built and sent; per feature value, the float32 matrix (4 B) and the batches the sampling
 workers gather from it; per owned node, the row pointer (8 B per edge type a node anchors; 0 to
-12.6 B in two fits of the same code); the base is four Python processes with torch and GLT
-loaded (the storage main process, its session process, the session's sampling forkserver and
-workers; torch 2.3's CUDA build alone is ~190 MiB of private memory per fresh interpreter)."""
+16.8 B in the fits of 2026-12-05 and 2026-12-06); the base is four Python processes with torch
+loaded, three of them with GLT (the storage main process, its session process, the session's
+sampling forkserver and workers; torch 2.3's CUDA build alone is ~190 MiB of private memory per fresh interpreter). A
+single peak sample is sometimes 60-80 MiB above the others of the same graph (3 of the 60
+samples of the fit): a transient the x1.25 margin covers."""
 
 SYSTEM_RESERVE_MIB = 1024
 """Memory a Vertex AI worker needs besides our processes (kernel, container runtime, agents):
