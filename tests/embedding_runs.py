@@ -10,12 +10,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
-from graphstore.config import load_config_pair
-from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from graphstore.formats.shards.reader import ShardSet
+from tests.shard_sets import tiny_hetero_task
 
 REPO = Path(__file__).resolve().parents[1]
 DIM = 4
@@ -24,12 +22,7 @@ DIM = 4
 def build_graph(root: Path) -> dict:
     """Raw data + shards of the tiny hetero dataset under ``root``: ``{"root", "task", "raw"}``
     (raw ids per node type, in dense-id order). Tests share it read-only."""
-    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=3), str(root / "data"))
-    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
-    task["datasetConfig"]["dataRootUri"] = str(root / "data")
-    tp = root / "task.yaml"
-    tp.write_text(yaml.safe_dump(task))
-    cfg, _ = load_config_pair(str(tp), str(REPO / "configs" / "resource_local.yaml"))
+    cfg = tiny_hetero_task(root, seed=3)
     partition_graph(cfg, num_partitions=2, output_uri=str(root / "shards"))
     shards = ShardSet.open(str(root / "shards"))
     raw = {nt: shards.id_map(nt).column("raw_id").to_pylist() for nt in ("user", "item")}

@@ -1,16 +1,32 @@
 """Shared by the shard-publishing tests (local and GCS): two small graphs to partition in turn,
-the partition command line, and a full verification of a published shard set."""
+the partition command line, and a full verification of a published shard set; and the tiny
+generated hetero graph with its task config, which several suites partition."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
+from graphstore.config import load_config_pair
 from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.formats.shards.reader import ShardSet
 from tests.kill_points import REPO
 
 TASK = REPO / "configs" / "task_homo.yaml"
 RES = REPO / "configs" / "resource_local.yaml"
+
+
+def tiny_hetero_task(root: Path, seed: int, resource: str = "resource_local.yaml"):
+    """The tiny generated hetero dataset (``seed``) under ``root/data`` and
+    configs/task_hetero.yaml pointed at it (written to ``root/task.yaml``): the task config,
+    loaded with ``configs/<resource>``."""
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=seed), str(root / "data"))
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    task["datasetConfig"]["dataRootUri"] = str(root / "data")
+    (root / "task.yaml").write_text(yaml.safe_dump(task))
+    cfg, _ = load_config_pair(str(root / "task.yaml"), str(REPO / "configs" / resource))
+    return cfg
 
 
 def partition_argv(out: str, data: Path) -> list[str]:

@@ -8,28 +8,20 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 from graphstore.io import uris
-from graphstore.config import load_config_pair
-from graphstore.tools.datagen import DatasetSpec, generate_dataset
 from graphstore.partition import partition_graph
 from graphstore.modes.replicated.graph_file import GraphFileError
 from graphstore.modes.replicated.run_files import (
     local_copy_dir, local_graph_files, write_run_graph_files,
 )
+from tests.shard_sets import tiny_hetero_task
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.emulator, pytest.mark.timeout(300)]
 
 
 def test_graph_files_go_up_whole_and_come_down_verified(tmp_path, gcs, bucket):
-    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=3), str(tmp_path / "data"))
-    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
-    task["datasetConfig"]["dataRootUri"] = str(tmp_path / "data")
-    (tmp_path / "task.yaml").write_text(yaml.safe_dump(task))
-    cfg, _ = load_config_pair(str(tmp_path / "task.yaml"),
-                              str(REPO / "configs" / "resource_local_replicated.yaml"))
+    cfg = tiny_hetero_task(tmp_path, seed=3, resource="resource_local_replicated.yaml")
     run = f"gs://{bucket}/runs/r1"
     partition_graph(cfg, num_partitions=2, output_uri=f"{run}/shards")
     summary = write_run_graph_files(cfg, run)

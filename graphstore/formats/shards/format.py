@@ -80,7 +80,7 @@ class NodeRanges:
 
     With ``count = a * P + c`` (``0 <= c < P``), partitions ``0..c-1`` hold ``a + 1`` nodes and the
     others ``a``, so ``bounds[p] = p * a + min(p, c)``. Every method is a closed form of these
-    numbers (numpy, or a DuckDB / BigQuery SQL expression over integer columns): nothing here
+    numbers (numpy, or a DuckDB SQL expression over integer columns): nothing here
     grows with ``count``.
     """
 
@@ -135,7 +135,8 @@ class NodeRanges:
         return np.arange(partition, self.count, self.num_partitions, dtype=np.int64)
 
     def sql_dense_of_rank(self, rank: str) -> str:
-        """SQL (DuckDB, BigQuery) of :meth:`dense_of_rank` over the integer expression ``rank``."""
+        """DuckDB SQL of :meth:`dense_of_rank` over the integer expression ``rank`` (``%`` and
+        ``//``; BigQuery's is graphstore.partition.bigquery_numbering.dense_of_rank_sql)."""
         a, c, P = *self._a_c, self.num_partitions
         return f"(({rank}) % {P} * {a} + least(({rank}) % {P}, {c}) + ({rank}) // {P})"
 

@@ -1,0 +1,155 @@
+"""SQL jobs of the BigQuery partition engine: where they run, what their scratch tables are
+called, and how their failures are reported.
+
+Every statement runs as one query job in the scratch dataset's location (:class:`ScratchDataset`),
+with its purpose said in words (``"numbering node type 'user'"``): a job that fails for a reason
+of ours (quota, permissions, a bad statement) is a :class:`RuntimeFailure` naming the job id and
+that purpose (exit 1); a problem with the user's tables is found by the caller's checks before the
+job that would trip on it, and is an :class:`InputDataError` naming the table and column (exit 2).
+
+Scratch tables are named ``gsp_<run tag>_<what>`` (:meth:`ScratchDataset.table`), so two runs'
+tables never clash, and are created with an expiration (:data:`SCRATCH_HOURS`): a run killed
+before it drops them leaves nothing that lasts. Statements are BigQuery's dialect (``DIV``,
+``MOD``; the emulator also accepts ``//`` and ``%``, BigQuery does not), with each argument of
+``DIV`` and ``MOD`` in parentheses: bqemulator 1.4.0 computes ``DIV(x - 0, 10)`` as ``x``
+(``DIV((x - 0), 10)`` is right). No value of the user's tables enters a statement (ids
+are read back as results); names are checked or backquoted before they reach SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from graphstore.io.bigquery_source import parse as parse_table_uri
+from graphstore.runtime.errors import InputDataError, RuntimeFailure, UsageError
+
+log = logging.getLogger(__name__)
+SCRATCH_HOURS = 24
+"""Hours a scratch table lives if the run that made it never drops it."""
+JOB_TIMEOUT_S = 6 * 3600.0
+"""How long one statement may run before the partition task gives up on it."""
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
+_TAG = re.compile(r"^[a-z0-9_]{1,64}$")
+
+
+def quoted(name: str) -> str:
+    """A column or ``project.dataset.table`` name as a BigQuery identifier (backquoted)."""
+    return f"`{name.replace('`', '')}`"
+
+
+def _checked(name: str, what: str) -> str:
+    if not _NAME.match(name):
+        raise UsageError(f"{what} {name!r} is not a BigQuery name (letters, digits and _, not "
+                         "starting with a digit)")
+    return name
+
+
+@dataclass(frozen=True)
+class ScratchDataset:
+    """The dataset a run's intermediate tables live in: ``project.dataset``, the jobs'
+    ``location`` (None: the client's default) and the run's ``tag`` (lower-case letters, digits,
+    ``_``; unique per run: graphstore.formats.run_ids makes one from the run id)."""
+
+    project: str
+    dataset: str
+    location: str | None
+    tag: str
+
+    def __post_init__(self) -> None:
+        _checked(self.dataset, "scratch dataset")
+        if not _TAG.match(self.tag):
+            raise UsageError(f"scratch table tag {self.tag!r}: use 1-64 of a-z, 0-9 and _")
+
+    def table(self, what: str) -> str:
+        """``project.dataset.gsp_<tag>_<what>`` (``what``: letters, digits, ``_``)."""
+        return f"{self.project}.{self.dataset}.{_checked(f'gsp_{self.tag}_{what}', 'table')}"
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """One column of a user's BigQuery table: ``uri`` as the config wrote it
+    (``bq://project.dataset.table``), ``ref`` its ``project.dataset.table``, the column's name
+    and BigQuery type (``INT64`` or ``STRING``; the kinds of id the shard format has)."""
+
+    uri: str
+    ref: str
+    column: str
+    sql_type: str
+
+
+class BigQueryJobs:
+    """Runs the engine's statements in ``scratch``'s project and location (module docs).
+    ``client`` defaults to graphstore.io.gcp.bigquery_client(scratch.project)."""
+
+    def __init__(self, scratch: ScratchDataset, client: Any = None) -> None:
+        if client is None:
+            from graphstore.io.gcp import bigquery_client
+
+            client = bigquery_client(scratch.project)
+        self.scratch, self.client = scratch, client
+
+    def ensure_dataset(self) -> None:
+        """Create the scratch dataset when it is missing (in the configured location)."""
+        from google.cloud import bigquery
+
+        ds = bigquery.Dataset(f"{self.scratch.project}.{self.scratch.dataset}")
+        if self.scratch.location:
+            ds.location = self.scratch.location
+        self.client.create_dataset(ds, exists_ok=True)
+
+    def run(self, purpose: str, sql: str) -> list[Any]:
+        """The rows of one statement (none for DDL); RuntimeFailure naming the job and
+        ``purpose`` when the job fails."""
+        from google.api_core import exceptions as gexc
+
+        t0, job = time.perf_counter(), None
+        try:
+            job = self.client.query(sql, location=self.scratch.location)
+            rows = list(job.result(timeout=JOB_TIMEOUT_S))
+        except (gexc.GoogleAPIError, TimeoutError) as exc:
+            job_id = getattr(job, "job_id", None) or "(not created)"
+            raise RuntimeFailure(f"BigQuery job {job_id} ({purpose}) failed: "
+                                 f"{getattr(exc, 'message', None) or exc}") from exc
+        log.info("bigquery %s: job %s, %.1f s", purpose, job.job_id, time.perf_counter() - t0)
+        return rows
+
+    def create_scratch(self, purpose: str, what: str, select: str) -> str:
+        """The scratch table ``what`` (:meth:`ScratchDataset.table`) made from the query
+        ``select``, with the expiration of the module docs; its ``project.dataset.table``. A
+        table of that name is this run's own leftover (the tag is the run's): dropped first."""
+        table = self.scratch.table(what)
+        self.drop([table])
+        self.run(purpose, f"CREATE TABLE `{table}` OPTIONS (expiration_timestamp = "
+                          f"TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL {SCRATCH_HOURS} HOUR)) "
+                          f"AS {select}")
+        return table
+
+    def drop(self, tables: Sequence[str]) -> None:
+        """Drop scratch tables (missing ones are fine)."""
+        for ref in tables:
+            self.client.delete_table(ref, not_found_ok=True)
+
+    def source_column(self, uri: str, column: str, config_key: str) -> SourceColumn:
+        """Check that ``uri``'s table exists and has ``column`` of an id type; InputDataError
+        naming the table, column and ``config_key`` otherwise."""
+        from google.api_core import exceptions as gexc
+
+        project, dataset, table = parse_table_uri(uri)
+        ref = f"{project}.{dataset}.{table}"
+        try:
+            meta = self.client.get_table(ref)
+        except gexc.NotFound:
+            raise InputDataError(f"BigQuery table {uri} not found ({config_key})") from None
+        kinds = {f.name: f.field_type for f in meta.schema}
+        if column not in kinds:
+            raise InputDataError(f"BigQuery table {uri} has no column {column!r} ({config_key}); "
+                                 f"it has {list(kinds)}")
+        sql_type = {"INTEGER": "INT64", "INT64": "INT64", "STRING": "STRING"}.get(kinds[column])
+        if sql_type is None:
+            raise InputDataError(f"BigQuery table {uri}: column {column!r} is {kinds[column]}; "
+                                 f"node ids must be INT64 or STRING ({config_key})")
+        return SourceColumn(uri=uri, ref=ref, column=column, sql_type=sql_type)
