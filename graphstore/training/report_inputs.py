@@ -49,8 +49,7 @@ def node_attribute(data_root: str | None, shards_uri: str, node_type: str,
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from graphstore.formats.shards.format import id_map_path
-    from graphstore.formats.shards.reader import current_version_uri
+    from graphstore.formats.shards.reader import ShardSet
 
     if not data_root:
         return None
@@ -61,10 +60,9 @@ def node_attribute(data_root: str | None, shards_uri: str, node_type: str,
 
     with tempfile.TemporaryDirectory(prefix="attribute-") as tmp:
         truth = pq.read_table(uris.localize(truth_uri, tmp))
-        id_map = uris.localize(uris.join(current_version_uri(shards_uri), id_map_path(node_type)),
-                               tmp)
+        id_map = ShardSet.open(shards_uri, workdir=tmp).id_map_files(node_type)  # under tmp
         wanted = pa.table({"pos": np.arange(len(ids), dtype=np.int64), "int_id": ids.numpy()})
-        con = duckdb.connect()  # only the rows of ``ids`` leave the file
+        con = duckdb.connect()  # only the rows of ``ids`` leave the files
         con.register("wanted", wanted)
         raw = con.execute("SELECT m.raw_id FROM wanted w JOIN read_parquet(?) m "
                           "ON m.int_id = w.int_id ORDER BY w.pos", [id_map]).to_arrow_table().column(0)

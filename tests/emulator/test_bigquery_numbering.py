@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from graphstore.formats.shards.format import NodeRanges
 from graphstore.formats.shards.reader import ShardSet
-from graphstore.io.gcp import bigquery_client
 from graphstore.partition import partition_graph
 from graphstore.partition.bigquery_jobs import BigQueryJobs, ScratchDataset
 from graphstore.partition.bigquery_edges import map_edges, reverse_edges
@@ -25,25 +23,8 @@ pytestmark = [pytest.mark.emulator]
 
 
 @pytest.fixture
-def raw(bigquery_emulator):
-    """A new dataset for raw tables; ``make(name, column, type, values)`` creates one table and
-    returns its ``bq://`` uri."""
-    from google.cloud import bigquery
-
-    client = bigquery_client(bigquery_emulator.project)
-    dataset = f"raw_{uuid.uuid4().hex[:8]}"
-    client.create_dataset(f"{bigquery_emulator.project}.{dataset}")
-
-    def make(name: str, columns: dict[str, str], rows: list[dict]) -> str:
-        ref = f"{bigquery_emulator.project}.{dataset}.{name}"
-        table = bigquery.Table(ref, schema=[bigquery.SchemaField(c, t) for c, t in columns.items()])
-        client.create_table(table)
-        if rows:
-            errors = client.insert_rows_json(ref, rows)
-            assert not errors, errors
-        return f"bq://{ref}"
-
-    return make
+def raw(bq_tables):
+    return bq_tables
 
 
 @pytest.fixture
@@ -153,16 +134,6 @@ def test_a_failing_job_names_its_purpose_and_job_id(jobs):
                  f"SELECT * FROM `{jobs.scratch.table('absent')}`")
 
 
-def _raw_table(raw, name: str, path: Path, columns: list[str]) -> str:
-    """``columns`` of a Parquet file as a new BigQuery table; its uri."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path, columns=columns)
-    kinds = {"string": "STRING", "int64": "INT64"}
-    return raw(name, {c: kinds[str(table.schema.field(c).type)] for c in columns},
-               table.to_pylist())
-
-
 def test_the_local_engine_s_id_maps_and_edges_for_the_same_tables(raw, jobs, tmp_path):
     """The generated hetero graph partitioned by the local engine (3 partitions, ``in``
     sampling, reverse types), and its tables numbered and mapped in BigQuery: the same (dense
@@ -174,7 +145,7 @@ def test_the_local_engine_s_id_maps_and_edges_for_the_same_tables(raw, jobs, tmp
     assert local.manifest.sample_edge_direction == "in"
     numbered = {}
     for ns in cfg.dataset.node_sources:
-        uri = _raw_table(raw, f"nodes_{ns.node_type}", tmp_path / "data" / ns.uri, [ns.id_column])
+        uri = raw.parquet(f"nodes_{ns.node_type}", tmp_path / "data" / ns.uri, [ns.id_column])
         numbered[ns.node_type] = number_from_table(
             jobs, ns.node_type, jobs.source_column(uri, ns.id_column, "k"), num_partitions=3,
             ids_per_bucket=50)
@@ -187,8 +158,8 @@ def test_the_local_engine_s_id_maps_and_edges_for_the_same_tables(raw, jobs, tmp
     for es in cfg.dataset.edge_sources:
         et = es.edge_type
         key = f"{et.src_node_type}__{et.relation}__{et.dst_node_type}"
-        uri = _raw_table(raw, f"edges_{et.relation}", tmp_path / "data" / es.uri,
-                         [es.src_column, es.dst_column])
+        uri = raw.parquet(f"edges_{et.relation}", tmp_path / "data" / es.uri,
+                          [es.src_column, es.dst_column])
         mapped = map_edges(jobs, key, jobs.source_column(uri, es.src_column, "k"),
                            jobs.source_column(uri, es.dst_column, "k"),
                            numbered[et.src_node_type], numbered[et.dst_node_type], anchor="dst",

@@ -405,6 +405,49 @@ def test_refuses_to_replace_a_folder_that_is_not_a_shard_set(tmp_path):
     assert (out / "thesis.tex").read_text() == "keep me"
 
 
+def test_reader_takes_an_id_map_folder_and_crc32c_checksums(tmp_path):
+    """The layout the BigQuery engine writes (shard format docs): an id map split over files in
+    no particular order, and crc32c checksums in place of sha256; a tampered file named."""
+    import google_crc32c
+
+    make_raw(tmp_path / "raw")
+    out = tmp_path / "shards"
+    run_partition(tmp_path, task_dict(tmp_path / "raw"), out)
+    version = current(out)
+    want = ShardSet.open(str(out)).id_map("user")
+    manifest = json.loads((version / MANIFEST).read_text())
+    single = version / "id_map" / "user.parquet"
+    (version / "id_map" / "user").mkdir()
+    shuffled = want.take(np.random.default_rng(0).permutation(want.num_rows))
+    half = want.num_rows // 2
+    for i, part in enumerate((shuffled.slice(half), shuffled.slice(0, half))):
+        pq.write_table(part, version / "id_map" / "user" / f"part-{i:012d}.parquet")
+    single.unlink()
+    del manifest["files"]["id_map/user.parquet"]
+    for rel in [r for r in manifest["files"]] + [f"id_map/user/part-{i:012d}.parquet"
+                                                 for i in range(2)]:
+        data = (version / rel).read_bytes()
+        manifest["files"][rel] = {"bytes": len(data), "crc32c": google_crc32c.value(data)
+                                  .to_bytes(4, "big").hex(), "sha256": None,
+                                  "rows": pq.ParquetFile(version / rel).metadata.num_rows}
+    (version / MANIFEST).write_text(json.dumps(manifest))
+    shards = ShardSet.open(str(out))
+    assert shards.manifest.id_map_files("user") == [f"id_map/user/part-{i:012d}.parquet"
+                                                    for i in range(2)]
+    assert shards.id_map("user").equals(want)
+    shards.load_partition(0)
+    victim = next((version / "part_1" / "edges" / "user__buys__item").iterdir())
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-9] + bytes([data[-9] ^ 1]) + data[-8:])
+    with pytest.raises(ShardFormatError, match="checksum mismatch.*user__buys__item.*crc32c"):
+        shards.load_partition(1)
+    manifest["files"]["id_map/user/part-000000000001.parquet"]["rows"] -= 1
+    (version / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ShardFormatError, match=r"id_map/user/ \(2 files\): \d+ rows, but node "
+                                               "type 'user' has"):
+        ShardSet.open(str(out))
+
+
 def test_reader_rejects_missing_manifest_tampered_file_and_other_schema(tmp_path):
     make_raw(tmp_path / "raw")
     out = tmp_path / "shards"

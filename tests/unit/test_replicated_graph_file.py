@@ -137,9 +137,10 @@ def test_header_names_the_shards_and_their_id_maps(tmp_path):
     assert h.format == "graphstore-graph" and h.schema_version == 1 and h.kind == "graph"
     assert h.source["config_hash"] == m.config_hash
     for nt in m.node_types:
-        uri = h.id_maps[nt]["uri"]
-        assert os.path.isfile(uri) and uri.startswith(h.source["uri"])
-        assert h.id_maps[nt]["sha256"] == m.files[f"id_map/{nt}.parquet"].sha256
+        (entry,) = h.id_maps[nt]
+        assert os.path.isfile(entry["uri"]) and entry["uri"].startswith(h.source["uri"])
+        assert entry["bytes"] == os.path.getsize(entry["uri"]) > 0
+        assert entry["uri"].endswith(f"/id_map/{nt}.parquet")
     assert h.splitter["cls_path"] == "graphstore.DistNodeAnchorLinkSplitter"
 
 

@@ -6,9 +6,10 @@ naming the complete one (graphstore.formats.shards.publish). Layout of one versi
 
     .graphstore-shards                    marker (JSON: format, schema_version, writer): written first
     manifest.json                         written LAST; its presence marks a complete shard set
-    id_map/<node_type>.parquet            int_id INT64 (dense 0..N-1, ascending), raw_id (STRING or INT64)
+    id_map/<node_type>.parquet            int_id INT64, raw_id (STRING or INT64): one row per node;
+      or id_map/<node_type>/*.parquet     the same rows in any number of files (id_map_files)
     part_<p>/nodes/<node_type>/*.parquet  the nodes partition p owns: int_id INT64 [, f_0..f_{d-1} FLOAT],
-                                          int_id ascending and contiguous (its range, below)
+                                          each id of its range (below) once, in any order
     part_<p>/edges/<edge_type>/*.parquet  the edges partition p owns: src INT64, dst INT64
                                           [, weight FLOAT] [, f_0..f_{k-1} FLOAT]  (dense ids)
     part_<p>/labels/<edge_type>/*.parquet supervision edge types only: src INT64, dst INT64 of the
@@ -48,12 +49,24 @@ Rules (every writer and reader keeps them):
 - Reverse edge types (``addReverseEdges``, default on): for every edge type whose node types differ,
   ``dst__rev_<relation>__src`` holds each edge flipped, placed by its own anchor; its manifest entry
   has ``reverse_of`` set. Edge ids of a reverse type are its own range.
-- ``manifest.files`` maps every other file's relative path to its sha256, byte size and row count.
+- ``manifest.files`` maps every other file's relative path to its byte size, row count and one
+  checksum: ``sha256`` (hex; the local engine computes it) or ``crc32c`` (8 hex digits, the
+  big-endian CRC32C Cloud Storage keeps for every object; the BigQuery engine, whose files
+  BigQuery writes straight to gs://, reads it from the object's metadata instead of reading the
+  file back). Readers verify whichever the entry has.
+- Row order is never a rule a reader may rely on: id maps and node files are joined or placed by
+  ``int_id`` (the local engine happens to write them ascending); an edge's id is its position
+  (the edge-id rule below).
+- Floating columns (weights, features) are FLOAT (float32) or DOUBLE (BigQuery has no FLOAT32:
+  the BigQuery engine's files hold the source's FLOAT64 values); readers round them to float32,
+  as the local engine does when it writes, so both engines' sets load the same numbers.
 
 Schema history: 2 assigned dense id ``i`` (the ``i``-th raw id) to partition ``i % P`` and stored
 an int32 partition book of N entries per node type (``partition_book/<type>.npy``), which every
 storage machine had to hold; 3 makes each partition's ids one range. A schema-2 set is refused
-with the command that re-partitions it (:data:`SCHEMA_FIX`).
+with the command that re-partitions it (:data:`SCHEMA_FIX`). Schema 3 later admitted (readers
+from 2026-12-07 on) id maps as folders, ``crc32c`` checksums and DOUBLE floating columns, for the
+BigQuery engine; an earlier reader refuses such a set naming its missing ``id_map/<type>.parquet``.
 """
 
 from __future__ import annotations
@@ -154,7 +167,13 @@ def anchor_side(sample_edge_direction: Literal["in", "out"]) -> Literal["src", "
 
 
 def id_map_path(node_type: str) -> str:
+    """The one-file id map of ``node_type`` (the local engine's)."""
     return f"id_map/{node_type}.parquet"
+
+
+def id_map_dir(node_type: str) -> str:
+    """The id map folder of ``node_type`` (the BigQuery engine's: any number of files)."""
+    return f"id_map/{node_type}"
 
 
 def node_dir(partition: int, node_type: str) -> str:
@@ -171,9 +190,16 @@ def label_dir(partition: int, edge_type: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class FileEntry:
-    sha256: str
+    """One file of the set: its size, rows (Parquet) and exactly one checksum (module docs)."""
+
     bytes: int
     rows: int | None = None
+    sha256: str | None = None
+    crc32c: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.sha256 is None) == (self.crc32c is None):
+            raise ValueError("a file entry has exactly one of sha256 and crc32c")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,6 +252,14 @@ class Manifest:
         for n in self.node_types[node_type].counts_per_partition:
             out.append(out[-1] + n)
         return tuple(out)
+
+    def id_map_files(self, node_type: str) -> list[str]:
+        """The relative paths of ``node_type``'s id map: ``id_map/<type>.parquet``, or every file
+        under ``id_map/<type>/`` sorted by name; together they hold each node's row once."""
+        if id_map_path(node_type) in self.files:
+            return [id_map_path(node_type)]
+        prefix = id_map_dir(node_type) + "/"
+        return sorted(rel for rel in self.files if rel.startswith(prefix))
 
     def node_ranges(self, node_type: str) -> NodeRanges:
         """The numbering of ``node_type`` (:class:`NodeRanges`)."""

@@ -31,6 +31,7 @@ from graphstore.formats.shards.format import (
     SCHEMA_VERSION,
     Manifest,
     edge_dir,
+    id_map_dir,
     id_map_path,
     label_dir,
     node_dir,
@@ -97,6 +98,18 @@ def sha256_file(path: str, chunk_bytes: int = 4 << 20) -> str:
     return digest.hexdigest()
 
 
+def crc32c_file(path: str, chunk_bytes: int = 4 << 20) -> str:
+    """The CRC32C of a file as 8 hex digits (big-endian, as Cloud Storage keeps it), read in
+    chunks."""
+    import google_crc32c
+
+    digest = google_crc32c.Checksum()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk_bytes):
+            digest.update(block)
+    return digest.digest().hex()
+
+
 def _feature_matrix(table: pa.Table, width: int) -> np.ndarray:
     """Columns ``f_0 .. f_{width-1}`` as one float32 ``[rows, width]`` matrix."""
     out = np.empty((table.num_rows, width), dtype=np.float32)
@@ -145,12 +158,16 @@ def _check_counts(manifest: Manifest, uri: str) -> None:
             raise ShardFormatError(f"{uris.join(uri, MANIFEST)}: node type {nt!r} counts "
                                    f"{info.count} but its {len(info.counts_per_partition)} "
                                    f"partitions hold {sum(info.counts_per_partition)}; re-partition")
-        for rel in (id_map_path(nt),):
-            entry = manifest.files.get(rel)
-            if entry is None or entry.rows != info.count:
-                raise ShardFormatError(
-                    f"{uris.join(uri, rel)}: {'missing from the manifest' if entry is None else f'{entry.rows} rows'}"
-                    f", but node type {nt!r} has {info.count} nodes; re-partition")
+        rels = manifest.id_map_files(nt)
+        if not rels:
+            raise ShardFormatError(f"{uris.join(uri, id_map_path(nt))}: missing from the "
+                                   f"manifest, but node type {nt!r} has {info.count} nodes; "
+                                   "re-partition")
+        rows = sum(manifest.files[rel].rows or 0 for rel in rels)
+        if rows != info.count:
+            where = rels[0] if len(rels) == 1 else f"{id_map_dir(nt)}/ ({len(rels)} files)"
+            raise ShardFormatError(f"{uris.join(uri, where)}: {rows} rows, but node type {nt!r} "
+                                   f"has {info.count} nodes; re-partition")
     for et, info in manifest.edge_types.items():
         if sum(info.counts_per_partition) != info.count:
             raise ShardFormatError(f"{uris.join(uri, MANIFEST)}: edge type {et!r} counts "
@@ -296,11 +313,12 @@ class ShardSet:
         if entry is None:
             raise ShardFormatError(f"{uris.join(self.source_uri, rel)} is not listed in {MANIFEST}")
         path = self._local(rel)
-        actual = sha256_file(path)
-        if actual != entry.sha256:
+        kind, want = ("sha256", entry.sha256) if entry.sha256 else ("crc32c", entry.crc32c)
+        actual = sha256_file(path) if kind == "sha256" else crc32c_file(path)
+        if actual != want:
             raise ShardFormatError(
-                f"checksum mismatch for {uris.join(self.source_uri, rel)}: manifest says "
-                f"{entry.sha256[:12]}..., file has {actual[:12]}... (re-partition)"
+                f"checksum mismatch for {uris.join(self.source_uri, rel)}: manifest says {kind} "
+                f"{want[:12]}..., file has {actual[:12]}... (re-partition)"
             )
         return path
 
@@ -328,15 +346,18 @@ class ShardSet:
             yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)
 
     def id_map(self, node_type: str, verify: bool = True) -> pa.Table:
-        """Table (int_id, raw_id) sorted by int_id: the whole id map in memory (small graphs and
-        tests; at scale, read :meth:`id_map_file` with a query engine instead)."""
-        return pq.read_table(self.id_map_file(node_type, verify))
+        """Table (int_id, raw_id) sorted by int_id (row ``i`` is dense id ``i``): the whole id map
+        in memory (small graphs and tests; at scale, join :meth:`id_map_files` in a query
+        engine instead)."""
+        table = pa.concat_tables([pq.read_table(p) for p in self.id_map_files(node_type, verify)])
+        return table.sort_by("int_id")
 
-    def id_map_file(self, node_type: str, verify: bool = True) -> str:
-        """The local path of ``id_map/<node_type>.parquet`` (downloaded first from gs://; its
-        checksum read in chunks unless ``verify`` is False): row ``i`` is dense id ``i``."""
-        rel = id_map_path(node_type)
-        return self._verified(rel) if verify else self._local(rel)
+    def id_map_files(self, node_type: str, verify: bool = True) -> list[str]:
+        """Local paths of ``node_type``'s id map files (``Manifest.id_map_files``; downloaded
+        first from gs://, each checksum read in chunks unless ``verify`` is False): rows
+        ``(int_id, raw_id)``, one per node, in no particular order."""
+        return [self._verified(rel) if verify else self._local(rel)
+                for rel in self.manifest.id_map_files(node_type)]
 
     def load_partition(self, partition: int, verify: bool = True) -> PartitionData:
         """Arrays of one partition, checksums verified unless ``verify`` is False."""

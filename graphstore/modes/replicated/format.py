@@ -17,7 +17,8 @@ Header keys (``GraphHeader``): ``format`` ("graphstore-graph"), ``schema_version
 views: {view: {count, indptr, indices, eids}}}}), ``supervision`` ({"src__rel__dst": {count,
 indptr, labels, split, anchors: {"all" | "train" | "val" | "test": section}}}), ``splitter``
 (null or {cls_path, kwargs}), ``source`` (the shard set it was written from: uri, config_hash,
-manifest sha256), ``id_maps`` ({type: {uri, sha256}}: where raw ids are, never copied here),
+manifest sha256), ``id_maps`` ({type: [{uri, bytes}]}: the files of the type's id map in the
+shard set, where raw ids are; never copied here),
 ``sections`` ({name: {offset, dtype, shape, sha256}}).
 
 Rules every writer and reader keeps:
@@ -131,7 +132,7 @@ class GraphHeader:
     supervision: dict[str, LabelEntry] = field(default_factory=dict)
     splitter: dict[str, Any] | None = None
     source: dict[str, Any] = field(default_factory=dict)
-    id_maps: dict[str, dict[str, str]] = field(default_factory=dict)
+    id_maps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     format: str = FORMAT_NAME
     schema_version: int = SCHEMA_VERSION
 

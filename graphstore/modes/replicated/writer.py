@@ -40,7 +40,7 @@ from graphstore.modes.replicated.format import (
 )
 from graphstore.dataset.csr import count_rows, indptr_of, scatter_positions
 from graphstore.modes.replicated.sections import SectionWriter
-from graphstore.formats.shards.format import MANIFEST, Manifest, edge_dir, id_map_path, label_dir, node_dir
+from graphstore.formats.shards.format import MANIFEST, edge_dir, label_dir, node_dir
 from graphstore.formats.shards.reader import ShardSet
 from graphstore.dataset.splitter import SPLIT_CODE, SplitRules
 from graphstore.dataset.partition_graph import load_splitter
@@ -193,8 +193,8 @@ def _common_header(shards: ShardSet) -> dict:
                     for nt, i in m.node_types.items()},
         source={"uri": shards.source_uri, "config_hash": m.config_hash,
                 "manifest_sha256": manifest_sha},
-        id_maps={nt: {"uri": uris.join(shards.source_uri, id_map_path(nt)),
-                      "sha256": m.files[id_map_path(nt)].sha256} for nt in m.node_types})
+        id_maps={nt: [{"uri": uris.join(shards.source_uri, rel), "bytes": m.files[rel].bytes}
+                      for rel in m.id_map_files(nt)] for nt in m.node_types})
 
 
 def _build(output: str, kind: Kind, fill) -> GraphHeader:
