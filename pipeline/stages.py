@@ -205,13 +205,13 @@ def run_partition(run_dir: str) -> None:
     replicated mode (resource config ``mode: replicated``) then the graph and features files,
     ``<run-dir>/graph/`` (graphstore.modes.replicated.run_files; each replaced whole)."""
     from graphstore.modes.machine import write_mode_files
-    from graphstore.partition import partition_graph
+    from graphstore.partition import partition_task
 
     task, res = load_frozen(run_dir)
     with recorded(run_dir, "partition") as record:
         shards = RunPaths(run_dir).shards  # a new version; the old one stays until it is
-        manifest = partition_graph(task, num_partitions=task.dataset.partition.num_partitions
-                                   or res.num_partitions, output_uri=shards)
+        manifest = partition_task(task, num_partitions=task.dataset.partition.num_partitions
+                                  or res.num_partitions, output_uri=shards)
         record.update(partitions=manifest.num_partitions,
                       edges=sum(e.count for e in manifest.edge_types.values()))
         mode_files = write_mode_files(task, res, run_dir)  # replicated: the graph files

@@ -1,7 +1,8 @@
 """``python -m components.partition``: raw node/edge tables -> shards for the storage servers.
 
 Reads the data sources named in the task config, writes the shard set (graphstore.formats.shards.format)
-to ``--output`` with the manifest last. The partition count is, in order of precedence:
+to ``--output`` with the manifest last, with the engine ``datasetConfig.partitionConfig.engine``
+picks (the local one, or BigQuery's for ``bq://`` tables and a gs:// output). The partition count is, in order of precedence:
 ``--num-partitions``, ``datasetConfig.partitionConfig.numPartitions``, the resource config's
 storage process count. ``--num-partitions N`` is applied as the override
 ``datasetConfig.partitionConfig.numPartitions=N``, so it passes the config's checks (>= 1, equal to
@@ -41,7 +42,7 @@ def main() -> int:
     args = build_parser().parse_args()
     setup_logging("partition")
     from graphstore.config import load_config_pair
-    from graphstore.partition import partition_graph
+    from graphstore.partition import partition_task
 
     overrides, origins = list(args.overrides), {}
     if args.num_partitions is not None:
@@ -51,7 +52,7 @@ def main() -> int:
     task, resources = load_config_pair(args.task_config, args.resource_config,
                                        overrides=tuple(overrides), origins=origins)
     num_partitions = task.dataset.partition.num_partitions or resources.num_partitions
-    manifest = partition_graph(task, num_partitions=num_partitions, output_uri=args.output)
+    manifest = partition_task(task, num_partitions=num_partitions, output_uri=args.output)
     summary = {
         "output": args.output,
         "partitions": manifest.num_partitions,

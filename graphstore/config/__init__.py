@@ -9,7 +9,9 @@ docs/configs.md all come from it (:mod:`graphstore.config.docs`). Importing this
 imports torch, PyG or graphlearn-for-pytorch.
 """
 
-from graphstore.config._dataset import DatasetConfig, EdgeSource, NodeSource, PartitionConfig
+from graphstore.config._dataset import (
+    DatasetConfig, EdgeSource, NodeSource, PartitionConfig, partition_engine,
+)
 from graphstore.config._graph import EdgeType, GraphMetadata
 from graphstore.config._storage import GraphStoreStorageConfig, StorageArgs
 from graphstore.config.errors import ConfigError, Problem
@@ -25,5 +27,5 @@ __all__ = [
     "GraphStoreStorageConfig", "InferencerConfig", "LocalGraphStoreConfig", "NodeSource",
     "PartitionConfig", "PoolConfig", "Problem", "ResourceConfig", "RuntimeConfig", "SharedResourceConfig",
     "StageResources", "StorageArgs", "TaskConfig", "TrainerConfig", "VertexGraphStoreConfig",
-    "load_config_pair", "load_resource_config", "load_task_config",
+    "load_config_pair", "load_resource_config", "load_task_config", "partition_engine",
 ]

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, Sequence
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from graphstore.io.bigquery_source import TABLE_PATTERN as BQ_TABLE, is_bigquery
-from graphstore.config._fields import Bool, Choice, Int, Issues, Model, Name, Str
+from graphstore.config._fields import Bool, Choice, Int, Issues, Model, Name, SqlName, Str
 from graphstore.config._graph import EdgeType, GraphMetadata, unique
 from graphstore.runtime.errors import show
 
@@ -143,6 +143,23 @@ class DataSources(Model):
         "Edge tables; **exactly one per declared edge type**, and each one's type must be declared."))
 
 
+class BigQueryEngineConfig(Model):
+    """``partitionConfig.bigquery``: where the BigQuery engine runs its jobs."""
+
+    doc_name: ClassVar[str] = "BigQuery engine config"
+
+    project: Str | None = Field(None, description=(
+        "Project the SQL jobs run (and are billed) in and the scratch dataset belongs to. Null: the "
+        "project of the first `bq://` source table."))
+    dataset: SqlName = Field("graphstore_scratch", description=(
+        "Dataset of the scratch tables (created when missing). Each run's tables are named "
+        "`gsp_<version tag>_<what>`, expire after 24 hours and are dropped when the run ends."))
+    location: Str | None = Field(None, description=(
+        "Location of the jobs and of a scratch dataset the engine creates (e.g. `US`, `EU`, "
+        "`europe-west4`); it must be the source tables' location. Null: the first source table's "
+        "dataset's location."))
+
+
 class PartitionConfig(Model):
     """How the partitioner splits the graph. ``num_partitions=None`` means: the storage count."""
 
@@ -165,6 +182,18 @@ class PartitionConfig(Model):
             "parse a limit of 10^15 MB or more. A node type whose table (ids and features) and id map fit "
             "a quarter of it is numbered in memory and its edge types are mapped in chunks in memory "
             "(fastest); otherwise DuckDB joins within this limit and spills to disk."))
+    engine: Choice("auto", "local", "bigquery") = Field("auto", description=(
+        "Who does the work. `local`: this task's machine reads every row (files, or `bq://` tables "
+        "paged through the client) and numbers, joins and writes with DuckDB and numpy "
+        "(graphstore/partition/engine.py). `bigquery`: SQL jobs in BigQuery number the nodes, map "
+        "the edges and EXPORT the shard files straight to the gs:// output; no row passes through "
+        "this machine (graphstore/partition/bigquery_engine.py; every source must be `bq://`, the "
+        "output `gs://`). `auto`: `bigquery` when every source is `bq://` and the output is "
+        "`gs://` (a Vertex AI run on BigQuery tables), else `local`. See docs/vertex.md."))
+    bigquery: BigQueryEngineConfig = Field(default_factory=BigQueryEngineConfig, description=(
+        "Where the BigQuery engine runs (used only by it)."))
+
+    doc_defaults: ClassVar[dict[str, str]] = {"bigquery": "see below"}
     parquet_compression: Choice("uncompressed", "snappy", "zstd") = Field(
         "uncompressed", alias="parquetCompression", description=(
             "Compression of every shard file. Dense int64 ids and float features barely compress: "
@@ -234,4 +263,24 @@ def check_sources(dataset: DatasetConfig, graph: GraphMetadata | None) -> None:
             if et not in covered:
                 issues.add(("dataSources", "edges"), None, f"declared edge type {show(str(et))} has no edge "
                            "source; add one (every declared edge type needs exactly one)", missing=True)
+    if dataset.partition.engine == "bigquery":
+        for kind, sources in (("nodes", dataset.node_sources), ("edges", dataset.edge_sources)):
+            for i, src in enumerate(sources):
+                if not is_bigquery(src.uri):
+                    issues.bad(("dataSources", kind, i, "uri"), src.uri,
+                               "is not a bq:// table, and partitionConfig.engine is bigquery (it "
+                               "reads BigQuery tables only); load it into BigQuery or use the "
+                               "local engine")
     issues.raise_any()
+
+
+def partition_engine(dataset: DatasetConfig, output_uri: str) -> Literal["local", "bigquery"]:
+    """The engine ``partitionConfig.engine`` picks for a shard set written to ``output_uri``
+    (``auto``: BigQuery when every source is ``bq://`` and the output ``gs://``)."""
+    engine = dataset.partition.engine
+    if engine != "auto":
+        return engine
+    sources = (*dataset.node_sources, *dataset.edge_sources)
+    if output_uri.startswith("gs://") and all(is_bigquery(s.uri) for s in sources):
+        return "bigquery"
+    return "local"

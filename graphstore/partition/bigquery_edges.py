@@ -95,7 +95,8 @@ def map_edges(jobs: BigQueryJobs, key: str, src: SourceColumn, dst: SourceColumn
         f"{partition_of_sql(nodes.ranges, anchor[0] + '.int_id')} AS part"
         + "".join(f", {v}" for v in values) + f" FROM {raw} AS e "
         f"JOIN `{src_nodes.table}` AS s ON e.{sc} = s.raw_id "
-        f"JOIN `{dst_nodes.table}` AS d ON e.{dc} = d.raw_id")
+        f"JOIN `{dst_nodes.table}` AS d ON e.{dc} = d.raw_id",
+        partitions=nodes.ranges.num_partitions)
     counts = _counts(jobs, key, table, nodes.ranges.num_partitions)
     missing = int(total) - sum(counts)
     if missing and dangling == "error":
@@ -125,7 +126,8 @@ def reverse_edges(jobs: BigQueryJobs, edges: DenseEdges, reverse_key: str,
     table = jobs.create_scratch(
         f"writing the reverse edges {reverse_key}", f"edges_{reverse_key}",
         f"SELECT dst AS src, src AS dst, {partition_of_sql(new_anchor_nodes.ranges, end)} AS part"
-        + "".join(f", {c}" for c in edges.value_columns) + f" FROM `{edges.table}`")
+        + "".join(f", {c}" for c in edges.value_columns) + f" FROM `{edges.table}`",
+        partitions=new_anchor_nodes.ranges.num_partitions)
     counts = _counts(jobs, reverse_key, table, new_anchor_nodes.ranges.num_partitions)
     return DenseEdges(key=reverse_key, table=table, counts=counts, dropped=0,
                       has_weight=edges.has_weight, feature_dim=edges.feature_dim)
@@ -138,6 +140,6 @@ def labels_by_source(jobs: BigQueryJobs, edges: DenseEdges, src_nodes: NumberedN
     table = jobs.create_scratch(
         f"placing the labels of {edges.key} by source", f"labels_{edges.key}",
         f"SELECT src, dst, {partition_of_sql(src_nodes.ranges, 'src')} AS part "
-        f"FROM `{edges.table}`")
+        f"FROM `{edges.table}`", partitions=src_nodes.ranges.num_partitions)
     counts = _counts(jobs, edges.key, table, src_nodes.ranges.num_partitions)
     return DenseEdges(key=edges.key, table=table, counts=counts, dropped=0)

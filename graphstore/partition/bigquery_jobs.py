@@ -30,6 +30,8 @@ from graphstore.runtime.errors import InputDataError, RuntimeFailure, UsageError
 log = logging.getLogger(__name__)
 SCRATCH_HOURS = 24
 """Hours a scratch table lives if the run that made it never drops it."""
+MAX_TABLE_PARTITIONS = 10_000
+"""BigQuery's limit of partitions per table; beyond it scratch tables are not partitioned."""
 JOB_TIMEOUT_S = 6 * 3600.0
 """How long one statement may run before the partition task gives up on it."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
@@ -118,14 +120,21 @@ class BigQueryJobs:
         log.info("bigquery %s: job %s, %.1f s", purpose, job.job_id, time.perf_counter() - t0)
         return rows
 
-    def create_scratch(self, purpose: str, what: str, select: str) -> str:
+    def create_scratch(self, purpose: str, what: str, select: str,
+                       partitions: int | None = None) -> str:
         """The scratch table ``what`` (:meth:`ScratchDataset.table`) made from the query
         ``select``, with the expiration of the module docs; its ``project.dataset.table``. A
-        table of that name is this run's own leftover (the tag is the run's): dropped first."""
+        table of that name is this run's own leftover (the tag is the run's): dropped first.
+        ``partitions``: the query has an INT64 column ``part`` in ``0..partitions-1``; the table
+        is range-partitioned on it (up to :data:`MAX_TABLE_PARTITIONS`), so that a later
+        ``WHERE part = p`` reads (and bills) only that partition's rows."""
         table = self.scratch.table(what)
         self.drop([table])
         self.created.append(table)
-        self.run(purpose, f"CREATE TABLE `{table}` OPTIONS (expiration_timestamp = "
+        by = ""
+        if partitions is not None and partitions <= MAX_TABLE_PARTITIONS:
+            by = f"PARTITION BY RANGE_BUCKET(part, GENERATE_ARRAY(0, {partitions}, 1)) "
+        self.run(purpose, f"CREATE TABLE `{table}` {by}OPTIONS (expiration_timestamp = "
                           f"TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL {SCRATCH_HOURS} HOUR)) "
                           f"AS {select}")
         return table

@@ -136,5 +136,6 @@ def _number(jobs: BigQueryJobs, node_type: str, ids_sql: str, count: int, num_pa
             sql_type: str, ids_per_bucket: int) -> NumberedNodes:
     ranges = NodeRanges(count, num_partitions)
     table = jobs.create_scratch(f"numbering node type {node_type!r}", f"ids_{node_type}",
-                                numbering_sql(ids_sql, ranges, bucket_count(count, ids_per_bucket)))
+                                numbering_sql(ids_sql, ranges, bucket_count(count, ids_per_bucket)),
+                                partitions=num_partitions)
     return NumberedNodes(node_type=node_type, table=table, ranges=ranges, sql_type=sql_type)

@@ -6,7 +6,8 @@ holds rows of it, a node type's node files, an edge type's edge files, a supervi
 hard-negative type's label files. BigQuery names the files ``part-<12 digits>.parquet`` (the
 wildcard of the uri; about 1 GB each) and always writes at least one, so a folder whose partition
 holds no rows is never exported (the format: no folder). The scratch tables are filtered by
-``part``, the partition column each of them has. Exports run :data:`PARALLEL_EXPORTS` at a time
+``part``, the partition column each of them has and is range-partitioned on, so an export
+reads (and bills) its own partition's rows only. Exports run :data:`PARALLEL_EXPORTS` at a time
 (each one is a BigQuery job; the slots are BigQuery's).
 
 File entries (:func:`file_entries`): size and crc32c from one listing of the version folder,

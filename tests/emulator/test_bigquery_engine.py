@@ -207,3 +207,79 @@ def test_bad_input_is_named_and_nothing_is_published(tmp_path, bq_tables, bucket
         uri=str(raw / "users.parquet")), error=UsageError)
     assert "the BigQuery engine reads bq:// tables only" in message
 
+
+
+def test_the_partition_task_picks_bigquery_and_a_kill_before_the_switch_keeps_the_old_set(
+        tmp_path, bq_tables, bucket, bigquery_emulator):
+    """``python -m components.partition`` with ``bq://`` tables and a gs:// output (engine
+    ``auto``): BigQuery does the work; killed once the new version is complete but before
+    ``CURRENT`` switches, the old set stays current and whole; the next run publishes, and the
+    runs that ended dropped their scratch tables."""
+    import json
+    import subprocess
+    import sys
+
+    from graphstore.io.gcp import bigquery_client
+    from tests.kill_points import REPO, kill_at
+
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    tp, rp = tmp_path / "task.yaml", tmp_path / "resources.yaml"
+    tp.write_text(yaml.safe_dump(_in_bigquery(task_dict(raw), raw, bq_tables)))
+    rp.write_text(yaml.safe_dump(RESOURCES))
+    out = f"gs://{bucket}/shards"
+    argv = ["-m", "components.partition", "--task-config", str(tp), "--resource-config", str(rp),
+            "--output", out]
+
+    def run() -> dict:
+        proc = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "partition engine: bigquery" in proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    assert run()["partitions"] == 2
+    first = read_pointer(out)
+    with ShardSet.open(out) as s:
+        first_manifest = s.manifest
+    output = kill_at("shards:version-complete", argv, tmp_path, timeout_s=300)
+    assert "partition engine: bigquery" in output
+    assert read_pointer(out) == first
+    with ShardSet.open(out) as s:
+        assert s.manifest == first_manifest
+        s.load_partition(0), s.load_partition(1)
+    from graphstore.io import uris
+    killed = [v for v in uris.list_dirs(out) if v.startswith("v-") and v != first]
+    assert len(killed) == 1 and uris.exists(f"{out}/{killed[0]}/manifest.json")
+    run()
+    assert read_pointer(out) not in (first, killed[0])
+    assert [v for v in uris.list_dirs(out) if v.startswith("v-")] == [read_pointer(out)]
+    client = bigquery_client(bigquery_emulator.project)
+    left = {t.table_id for t in client.list_tables(
+        f"{bigquery_emulator.project}.graphstore_scratch")}
+    killed_tag = killed[0].lower().replace("-", "_")
+    assert left and all(t.startswith(f"gsp_{killed_tag}_") for t in left), left
+
+
+def test_the_partition_task_exits_2_naming_bad_bigquery_input(tmp_path, bq_tables, bucket):
+    import subprocess
+    import sys
+
+    from tests.kill_points import REPO
+
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    task = _in_bigquery(task_dict(raw), raw, bq_tables)
+    bad = bq_tables("items_inf", {"item_id": "INT64", "f_0": "FLOAT64", "f_1": "FLOAT64"},
+                    [{"item_id": 1, "f_0": 0.5, "f_1": float("inf")}])
+    task["datasetConfig"]["dataSources"]["nodes"][1]["uri"] = bad
+    tp, rp = tmp_path / "task.yaml", tmp_path / "resources.yaml"
+    tp.write_text(yaml.safe_dump(task))
+    rp.write_text(yaml.safe_dump(RESOURCES))
+    out = f"gs://{bucket}/shards"
+    proc = subprocess.run([sys.executable, "-m", "components.partition", "--task-config",
+                           str(tp), "--resource-config", str(rp), "--output", out], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"{bad}: column 'f_1': feature value " in proc.stderr
+    assert read_pointer(out) is None

@@ -458,6 +458,35 @@ def test_partition_count_at_least_one(tmp_path: Path) -> None:
     assert p.path == "datasetConfig.partitionConfig.numPartitions" and ">= 1" in p.message
 
 
+def test_the_bigquery_engine_refuses_sources_that_are_not_bigquery_tables(tmp_path: Path) -> None:
+    problems = task_problems(tmp_path, lambda d: d["datasetConfig"].update(
+        partitionConfig={"engine": "bigquery"}))
+    assert problems and all(p.path.startswith("datasetConfig.dataSources.") and
+                            p.path.endswith(".uri") and "is not a bq:// table" in p.message
+                            for p in problems)
+    assert "datasetConfig.dataSources.edges[0].uri" in {p.path for p in problems}
+    p = only(task_problems(tmp_path, lambda d: d["datasetConfig"].update(
+        partitionConfig={"engine": "local", "bigquery": {"dataset": "my-scratch"}})))
+    assert p.path == "datasetConfig.partitionConfig.bigquery.dataset"
+
+
+def test_engine_auto_is_bigquery_for_bigquery_tables_into_gcs(tmp_path: Path) -> None:
+    from graphstore.config import partition_engine
+
+    def bq(d: dict) -> None:
+        for kind in ("nodes", "edges"):
+            for i, src in enumerate(d["datasetConfig"]["dataSources"][kind]):
+                src["uri"] = f"bq://my-project.raw.{kind}_{i}"
+    task = load_task_config(task_file(tmp_path, bq))
+    assert partition_engine(task.dataset, "gs://b/run/shards") == "bigquery"
+    assert partition_engine(task.dataset, str(tmp_path / "shards")) == "local"
+    local = load_task_config(task_file(tmp_path, lambda d: None))
+    assert partition_engine(local.dataset, "gs://b/run/shards") == "local"
+    forced = load_task_config(task_file(tmp_path, lambda d: (bq(d), d["datasetConfig"].update(
+        partitionConfig={"engine": "local"}))))
+    assert partition_engine(forced.dataset, "gs://b/run/shards") == "local"
+
+
 @pytest.mark.parametrize("limit", [0, 1, 127, 16 * 1024 * 1024 + 1, 10**30])
 def test_memory_limit_out_of_range(tmp_path: Path, limit: int) -> None:
     """1 MB made DuckDB run out of memory and 10**30 failed DuckDB's parser, both after validate
