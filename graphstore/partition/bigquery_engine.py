@@ -44,12 +44,12 @@ from graphstore.partition.bigquery_numbering import (
     NumberedNodes, number_from_edges, number_from_table,
 )
 from graphstore.partition.bigquery_shards import Export, file_entries, run_exports
-from graphstore.partition.bigquery_values import NO_VALUES, ValueColumns, check_values, feature_names
+from graphstore.partition.bigquery_values import NO_VALUES, check_values, feature_names
 from graphstore.partition.manifest import config_hash
 from graphstore.runtime.errors import InputDataError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphstore.config import EdgeSource, NodeSource, TaskConfig
+    from graphstore.config import EdgeSource, TaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,12 @@ class ScratchPlace:
 
 
 @dataclass(frozen=True)
-class _NodeSourceCheck:
-    numbered_from: SourceColumn | None
-    features: ValueColumns
-    source: "NodeSource | None"
+class _NodeFiles:
+    """Where a node type's node files come from: ``table`` holds ``(int_id, part)`` and its
+    ``feature_dim`` columns ``f_0 ..`` (the numbering table when there are no features)."""
+
+    table: str
+    feature_dim: int
 
 
 def partition_graph_bigquery(task: "TaskConfig", *, num_partitions: int, output_uri: str,
@@ -120,9 +122,9 @@ def _require_bigquery_sources(task: "TaskConfig") -> None:
 def _build(jobs: BigQueryJobs, task: "TaskConfig", P: int, version_uri: str,
            t0: float) -> Manifest:
     direction = task.trainer.storage.storage_args.sample_edge_direction
-    nodes, node_checks = _number_nodes(jobs, task, P)
+    nodes, node_files = _number_nodes(jobs, task, P)
     edges, labels, edge_infos = _map_edges(jobs, task, nodes, direction)
-    exports = [*_node_exports(nodes, node_checks),
+    exports = [*_node_exports(nodes, node_files),
                *(Export(edge_dir(p, key), "SELECT src, dst" + "".join(
                    f", {c}" for c in e.value_columns) + f" FROM `{e.table}` WHERE part = {p}",
                    f"exporting the edges of {key} in partition {p}")
@@ -137,7 +139,7 @@ def _build(jobs: BigQueryJobs, task: "TaskConfig", P: int, version_uri: str,
         schema_version=SCHEMA_VERSION, num_partitions=P, sample_edge_direction=direction,
         node_types={nt: NodeTypeInfo(count=n.ranges.count,
                                      id_dtype="string" if n.sql_type == "STRING" else "int64",
-                                     feature_dim=node_checks[nt].features.width,
+                                     feature_dim=node_files[nt].feature_dim,
                                      counts_per_partition=n.ranges.counts)
                     for nt, n in nodes.items()},
         edge_types=edge_infos, files=file_entries(version_uri), config_hash=config_hash(task, P),
@@ -159,11 +161,13 @@ def _endpoints(jobs: BigQueryJobs, task: "TaskConfig", nt: str) -> list[SourceCo
 
 
 def _number_nodes(jobs: BigQueryJobs, task: "TaskConfig", P: int
-                  ) -> tuple[dict[str, NumberedNodes], dict[str, _NodeSourceCheck]]:
-    """Step 2 and 3 for every node type, in ``graphMetadata.nodeTypes`` order: the id types of
-    every column that holds a type's ids agree (the local engine's message), then numbering."""
+                  ) -> tuple[dict[str, NumberedNodes], dict[str, _NodeFiles]]:
+    """Steps 2 and 3 for every node type, in ``graphMetadata.nodeTypes`` order: the id types of
+    every column that holds a type's ids agree (the local engine's message), then numbering,
+    then the features joined to the dense ids once."""
     by_type = {ns.node_type: ns for ns in task.dataset.node_sources}
-    nodes, checks = {}, {}
+    nodes: dict[str, NumberedNodes] = {}
+    files: dict[str, _NodeFiles] = {}
     for nt in task.graph_metadata.node_types:
         ns = by_type.get(nt)
         ends = _endpoints(jobs, task, nt)
@@ -189,8 +193,15 @@ def _number_nodes(jobs: BigQueryJobs, task: "TaskConfig", P: int
             nodes[nt] = number_from_table(jobs, nt, own, P)
         else:
             nodes[nt] = number_from_edges(jobs, nt, ends, P)
-        checks[nt] = _NodeSourceCheck(own, features, ns)
-    return nodes, checks
+        files[nt] = _NodeFiles(nodes[nt].table, 0)
+        if features.width:  # one scan of the features, then P exports of their partitions
+            values = ", ".join(features.select("r", feature_names(features.width)))
+            files[nt] = _NodeFiles(jobs.create_scratch(
+                f"joining the features of {nt!r} to dense ids", f"nodes_{nt}",
+                f"SELECT n.int_id, n.part, {values} FROM `{nodes[nt].table}` AS n "
+                f"JOIN {quoted(own.ref)} AS r ON r.{quoted(own.column)} = n.raw_id",
+                partitions=P), features.width)
+    return nodes, files
 
 
 def _map_edges(jobs: BigQueryJobs, task: "TaskConfig", nodes: dict[str, NumberedNodes],
@@ -260,26 +271,16 @@ def _edge_ends(jobs: BigQueryJobs, es: "EdgeSource", key: str
             jobs.source_column(es.uri, es.dst_column, f"{cfg}.dstColumn"))
 
 
-def _node_exports(nodes: dict[str, NumberedNodes], checks: dict[str, _NodeSourceCheck]
+def _node_exports(nodes: dict[str, NumberedNodes], files: dict[str, _NodeFiles]
                   ) -> list[Export]:
-    """Id maps (one export per type) and node files (one per partition with nodes), features
-    joined from the node table by raw id."""
+    """Id maps (one export per type) and node files (one per partition with nodes)."""
     out = []
     for nt, n in nodes.items():
         out.append(Export(id_map_dir(nt), f"SELECT int_id, raw_id FROM `{n.table}`",
                           f"exporting the id map of {nt!r}"))
-        check = checks[nt]
-        for p, count in enumerate(n.ranges.counts):
-            if not count:
-                continue
-            if check.features.width:
-                values = ", ".join(check.features.select("r", feature_names(check.features.width)))
-                select = (f"SELECT n.int_id, {values} FROM `{n.table}` AS n "
-                          f"JOIN {quoted(check.numbered_from.ref)} AS r "
-                          f"ON r.{quoted(check.numbered_from.column)} = n.raw_id "
-                          f"WHERE n.part = {p}")
-            else:
-                select = f"SELECT int_id FROM `{n.table}` WHERE part = {p}"
-            out.append(Export(node_dir(p, nt), select,
-                              f"exporting the nodes of {nt!r} in partition {p}"))
+        columns = "".join(f", {c}" for c in feature_names(files[nt].feature_dim))
+        out.extend(Export(node_dir(p, nt),
+                          f"SELECT int_id{columns} FROM `{files[nt].table}` WHERE part = {p}",
+                          f"exporting the nodes of {nt!r} in partition {p}")
+                   for p, count in enumerate(n.ranges.counts) if count)
     return out
