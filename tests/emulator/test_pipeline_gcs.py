@@ -29,6 +29,29 @@ def test_whole_pipeline_on_gcs_exports_to_bigquery(tmp_path, bucket, bigquery_em
     uris.upload_tree(str(data), f"gs://{bucket}/data")
     task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
     task["datasetConfig"]["dataRootUri"] = f"gs://{bucket}/data"
+    manifest = _run_pipeline(tmp_path, task, bucket, bigquery_emulator)
+    assert all(e.sha256 for e in manifest.files.values())  # the local engine's checksums
+
+
+@pytest.mark.timeout(900)
+def test_whole_pipeline_on_bigquery_tables_partitions_in_bigquery(tmp_path, bucket,
+                                                                   bigquery_emulator, bq_tables):
+    """The raw tables in BigQuery: the partition stage picks the BigQuery engine (its files
+    carry GCS's crc32c), and the storage processes train and embed from the shards it exported."""
+    data = tmp_path / "data"
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=5), str(data))
+    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+    del task["datasetConfig"]["dataRootUri"]
+    for kind in ("nodes", "edges"):
+        for i, src in enumerate(task["datasetConfig"]["dataSources"][kind]):
+            src["uri"] = bq_tables.parquet(f"{kind}_{i}", data / src["uri"])
+    manifest = _run_pipeline(tmp_path, task, bucket, bigquery_emulator)
+    assert all(e.crc32c and e.sha256 is None for e in manifest.files.values())
+
+
+def _run_pipeline(tmp_path: Path, task: dict, bucket: str, bigquery_emulator):
+    """``pipeline run`` of ``task`` with its run folder on the GCS emulator and the export in
+    BigQuery; checks every stage's output and returns the shard set's manifest."""
     task["trainerConfig"]["trainerArgs"] = TRAINER_ARGS
     task["graphStoreRuntimeConfig"] = {"heartbeatIntervalS": 1, "heartbeatTimeoutS": 15,
                                        "readinessTimeoutS": 120, "rpcTimeoutS": 120,
@@ -61,3 +84,4 @@ def test_whole_pipeline_on_gcs_exports_to_bigquery(tmp_path, bucket, bigquery_em
     assert "run g1: partition, train, infer, export in" in out
     assert f"warehouse bigquery:{bigquery_emulator.project}.graph_emb" in out
     assert len([line for line in out.splitlines() if "score" in line]) == 5
+    return manifest
