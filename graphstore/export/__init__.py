@@ -1,13 +1,15 @@
 """The export stage: each node type's embeddings into its warehouse table, atomically.
 
 For each node type (default: ``inferencerConfig.nodeTypes``), in that order:
-  1. ``rows.build_rows``: check the ``_SUCCESS`` marker, join int ids back to raw ids, write the
-     table-schema Parquet file ``<run-dir>/export/<node_type>/rows.parquet`` (local run folders;
-     a temporary folder for gs:// ones);
-  2. the warehouse loads it as the rows of ``run_id``, replacing that run's earlier rows in one
-     step (local: graphstore.export.local_warehouse; BigQuery: graphstore.export.bigquery_warehouse,
-     a load job from ``<run-dir>/export/<node_type>/rows.parquet`` on gs:// when the run folder
-     is there, else from the local file);
+  1. check the ``_SUCCESS`` marker and join int ids back to raw ids:
+     - BigQuery warehouse and a gs:// run folder: in BigQuery (``rows.joined_run`` names the
+       embeddings and id map files; ``BigQueryWarehouse.load_run_joined`` loads both with load
+       jobs and joins them), so no machine of ours reads a whole id map;
+     - otherwise ``rows.build_rows`` joins in DuckDB (streamed, spilling) into the table-schema
+       Parquet file ``<run-dir>/export/<node_type>/rows.parquet`` (local run folders; a
+       temporary folder for gs:// ones);
+  2. the warehouse makes them the rows of ``run_id``, replacing that run's earlier rows in one
+     step (local: graphstore.export.local_warehouse; BigQuery: graphstore.export.bigquery_warehouse);
   3. the loaded count is checked against the marker's and reported.
 The run id stored with the rows is the one given, else the run folder's
 (graphstore.formats.run_paths.read_run_id: ``config/run.json``, or the name of a folder without one);
@@ -32,7 +34,7 @@ from graphstore.export.bigquery_warehouse import BigQueryWarehouse
 from graphstore.export.local_warehouse import LocalWarehouse
 from graphstore.export.names import table_name
 from graphstore.formats.run_ids import RunId
-from graphstore.export.rows import build_rows
+from graphstore.export.rows import build_rows, joined_run
 from graphstore.formats.run_paths import EXPORT_ROWS, RunPaths, read_run_id
 
 log = logging.getLogger(__name__)
@@ -106,19 +108,22 @@ def export_run(task: TaskConfig, run_dir: str, *, run_id: RunId | str | None = N
         for node_type in types:
             t0 = time.perf_counter()
             table = table_name(cfg.table_prefix, node_type)
-            out_path = (os.path.join(tmp, node_type, EXPORT_ROWS) if uris.is_gcs(run_dir)
-                        else paths.export_rows(node_type))
-            rows = build_rows(run_dir, node_type, run_id=run_id, model_version=cfg.model_version,
-                              out_path=out_path)
             hook = None if before_swap is None else (lambda nt=node_type: before_swap(nt))
-            source = None
             if isinstance(warehouse, BigQueryWarehouse) and uris.is_gcs(run_dir):
-                # the production path: BigQuery's load job reads the rows file from gs://
-                source = paths.export_rows(node_type)
-                uris.put_file(rows.path, source)
-            loaded = warehouse.load_run(table, rows, run_id, source_uri=source, before_swap=hook)
-            log.info("export %s: %d rows (dim %d) -> %s table %s, run %s, in %.1f s", node_type,
-                     loaded, rows.dim, warehouse.path, table, run_id, time.perf_counter() - t0)
+                # the production path: BigQuery reads the files from gs:// and joins them
+                joined = joined_run(run_dir, node_type, model_version=cfg.model_version,
+                                    workdir=tmp)
+                loaded = warehouse.load_run_joined(table, joined, run_id, before_swap=hook)
+                how = "joined in BigQuery"
+            else:
+                out_path = (os.path.join(tmp, node_type, EXPORT_ROWS) if uris.is_gcs(run_dir)
+                            else paths.export_rows(node_type))
+                rows = build_rows(run_dir, node_type, run_id=run_id,
+                                  model_version=cfg.model_version, out_path=out_path)
+                loaded = warehouse.load_run(table, rows, run_id, before_swap=hook)
+                how = "joined here"
+            log.info("export %s: %d rows -> %s table %s, run %s (%s), in %.1f s", node_type,
+                     loaded, warehouse.path, table, run_id, how, time.perf_counter() - t0)
             done.append(Exported(node_type=node_type, table=table, rows=loaded,
                                  where=warehouse.path))
     return done

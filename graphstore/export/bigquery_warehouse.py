@@ -5,12 +5,18 @@ holds one table per node type (``{tablePrefix}{node_type}``, the schema of
 graphstore.export.rows; day-partitioned on ``created_at``, clustered by ``run_id``) with the rows
 of every exported run, and a view ``<table>_latest`` with the newest run's rows.
 
-Loading a run (``load_run``), in this order:
-  1. a **load job** (never row streaming) puts the rows Parquet file into a staging table
-     ``<table>__staging_<run id>_<hash>`` (:func:`staging_name`, one per exact run id;
-     WRITE_TRUNCATE, explicit schema): from ``gs://`` with ``load_table_from_uri`` when the rows
-     file is there (the production path), else from the local file with
-     ``load_table_from_file``; the job's and the table's row counts are checked;
+Loading a run, in this order:
+  1. the staging table ``<table>__staging_<run id>_<hash>`` (:func:`staging_name`, one per exact
+     run id) gets the run's rows in the table's schema, one of two ways:
+     - ``load_run_joined`` (a run folder on gs://, the production path): **load jobs** put the
+       embeddings' Parquet files and the shard set's id map files, both read by BigQuery from
+       gs://, into two more staging tables (``..._e``, ``..._m``), and one query joins them into
+       the staging table: no machine of ours reads an id map or an embedding;
+     - ``load_run`` (a local run folder): the rows Parquet file graphstore.export.rows built
+       (the join done locally in DuckDB), by a load job from the local file (or from gs:// when
+       it was put there);
+     never row streaming; WRITE_TRUNCATE, explicit schema; the row counts are checked against
+     the embeddings' marker;
   2. one ``MERGE`` statement, keyed on ``(run_id, node_id)``, makes the run's rows equal to the
      staged ones: matched rows are updated, new ones inserted, the run's rows missing from staging
      deleted; other runs' rows are not touched. A single DML statement is atomic in BigQuery, so a
@@ -26,14 +32,15 @@ parameters.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.export.names import latest_view_name, node_id_value, sql_name
-from graphstore.export.rows import TABLE_COLUMNS, Rows
+from graphstore.export.rows import TABLE_COLUMNS, JoinedRun, Rows
 
 log = logging.getLogger(__name__)
 LOAD_TIMEOUT_S = 3600.0
@@ -60,9 +67,11 @@ def staging_name(table: str, run_id: str) -> str:
 
 
 
-def _sql_type(value: str | int | float) -> str:
-    """The BigQuery type of a query parameter: a ``str`` (a RunId too), an ``int`` or a
-    ``float`` (a bool is refused: it would pass as an int)."""
+def _sql_type(value: str | int | float | datetime.datetime) -> str:
+    """The BigQuery type of a query parameter: a ``str`` (a RunId too), an ``int``, a
+    ``float`` or a ``datetime`` (a bool is refused: it would pass as an int)."""
+    if isinstance(value, datetime.datetime):
+        return "TIMESTAMP"
     if isinstance(value, str):
         return "STRING"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -101,7 +110,7 @@ class BigQueryWarehouse:
                                 location=self.location)
         return list(job.result(timeout=LOAD_TIMEOUT_S))
 
-    def _ensure_table(self, table: str, rows: Rows) -> None:
+    def _ensure_table(self, table: str, node_id_type: str) -> None:
         from google.api_core import exceptions as gexc
         from google.cloud import bigquery
 
@@ -110,7 +119,7 @@ class BigQueryWarehouse:
         try:
             have = self.client.get_table(self.ref(table))
         except gexc.NotFound:
-            new = bigquery.Table(self.ref(table), schema=schema(rows.node_id_type))
+            new = bigquery.Table(self.ref(table), schema=schema(node_id_type))
             new.time_partitioning = bigquery.TimePartitioning(
                 field="created_at", type_=bigquery.TimePartitioningType.DAY)
             new.clustering_fields = ["run_id"]
@@ -119,26 +128,28 @@ class BigQueryWarehouse:
         if [f.name for f in have.schema] != list(TABLE_COLUMNS):
             raise UsageError(f"table {self.ref(table)} has columns {list(kinds)}, expected "
                              f"{list(TABLE_COLUMNS)}; use another exportConfig.tablePrefix")
-        want = "INTEGER" if rows.node_id_type == "INT64" else "STRING"
-        if kinds["node_id"] not in (want, rows.node_id_type):
+        want = "INTEGER" if node_id_type == "INT64" else "STRING"
+        if kinds["node_id"] not in (want, node_id_type):
             raise UsageError(f"table {self.ref(table)} has node_id {kinds['node_id']}, this run's "
-                             f"ids are {rows.node_id_type}; use another exportConfig.tablePrefix")
+                             f"ids are {node_id_type}; use another exportConfig.tablePrefix")
 
-    def _load_staging(self, staging: str, rows: Rows, source_uri: str | None) -> int:
+    def _load_staging(self, staging: str, fields: list, source: str | Sequence[str]) -> int:
+        """Load Parquet into ``staging`` with the schema ``fields``: a local file (``source``
+        a path) or gs:// objects (``source`` a list of uris); its row count."""
         from google.cloud import bigquery
 
         config = bigquery.LoadJobConfig(
-            source_format=bigquery.SourceFormat.PARQUET, schema=schema(rows.node_id_type),
+            source_format=bigquery.SourceFormat.PARQUET, schema=fields,
             write_disposition=bigquery.WriteDisposition.WRITE_TRUNCATE,
             create_disposition=bigquery.CreateDisposition.CREATE_IF_NEEDED)
         options = bigquery.ParquetOptions()
         options.enable_list_inference = True  # LIST<DOUBLE> -> REPEATED FLOAT64
         config.parquet_options = options
-        if source_uri is not None and source_uri.startswith("gs://"):
-            job = self.client.load_table_from_uri(source_uri, self.ref(staging), job_config=config,
-                                                  location=self.location)
+        if not isinstance(source, str):
+            job = self.client.load_table_from_uri(list(source), self.ref(staging),
+                                                  job_config=config, location=self.location)
         else:
-            with open(rows.path, "rb") as fh:
+            with open(source, "rb") as fh:
                 job = self.client.load_table_from_file(fh, self.ref(staging), job_config=config,
                                                        location=self.location)
         try:
@@ -159,14 +170,62 @@ class BigQueryWarehouse:
         ``gs://`` when it is there. ``before_swap`` is a test hook that runs between staging and
         the swap."""
         table = sql_name(table, "table")
-        staging, view = staging_name(table, run_id), latest_view_name(table)
-        self._ensure_table(table, rows)
-        staged = self._load_staging(staging, rows, source_uri)
+        staging = staging_name(table, run_id)
+        self._ensure_table(table, rows.node_id_type)
+        source = [source_uri] if source_uri and source_uri.startswith("gs://") else rows.path
+        staged = self._load_staging(staging, schema(rows.node_id_type), source)
         if staged != rows.count:
             raise RuntimeFailure(f"staging {self.ref(staging)}: {staged} rows, expected "
                                  f"{rows.count}; {self.ref(table)} is unchanged")
+        return self._swap(table, staging, run_id, rows.count, before_swap)
+
+    def load_run_joined(self, table: str, run: JoinedRun, run_id: str, *,
+                        before_swap: Callable[[], None] | None = None) -> int:
+        """Replace ``run_id``'s rows of ``table`` with ``run``'s embeddings joined to its id map
+        in BigQuery (module docs, step 1); returns the rows the table now holds for the run."""
+        from google.cloud import bigquery
+
+        table = sql_name(table, "table")
+        staging = staging_name(table, run_id)
+        embeddings, id_map = sql_name(f"{staging}_e", "table"), sql_name(f"{staging}_m", "table")
+        self._ensure_table(table, run.node_id_type)
+        F = bigquery.SchemaField
+        try:
+            loaded = self._load_staging(embeddings, [F("int_id", "INT64", "REQUIRED"),
+                                                     F("embedding", "FLOAT64", "REPEATED")],
+                                        run.embeddings_uris)
+            if loaded != run.count:
+                raise RuntimeFailure(f"{self.ref(embeddings)}: {loaded} embeddings loaded, the "
+                                     f"marker says {run.count}; rerun the infer stage")
+            self._load_staging(id_map, [F("int_id", "INT64", "REQUIRED"),
+                                        F("raw_id", run.node_id_type, "REQUIRED")],
+                               run.id_map_uris)
+            self._query(
+                f"CREATE OR REPLACE TABLE {self._sql_ref(staging)} AS "
+                "SELECT m.raw_id AS node_id, @node_type AS node_type, e.embedding AS embedding, "
+                "@model_version AS model_version, @run_id AS run_id, @created_at AS created_at "
+                f"FROM {self._sql_ref(embeddings)} AS e JOIN {self._sql_ref(id_map)} AS m "
+                "ON m.int_id = e.int_id",
+                {"node_type": run.node_type, "model_version": run.model_version,
+                 "run_id": run_id, "created_at": run.created_at})
+        finally:
+            for name in (embeddings, id_map):
+                self.client.delete_table(self.ref(name), not_found_ok=True)
+        staged = int(self.client.get_table(self.ref(staging)).num_rows)
+        if staged != run.count:
+            raise RuntimeFailure(f"embeddings of {run.node_type!r}: {staged} rows join the id map, "
+                                 f"the marker says {run.count}; the embeddings and shards are "
+                                 f"from different runs? (rerun infer); {self.ref(table)} is "
+                                 "unchanged")
+        return self._swap(table, staging, run_id, run.count, before_swap)
+
+    def _swap(self, table: str, staging: str, run_id: str, count: int,
+              before_swap: Callable[[], None] | None) -> int:
+        """Steps 2 and 3 of the module docs: ``staging`` becomes ``run_id``'s rows of
+        ``table`` in one MERGE, the view is replaced, the count checked, staging dropped."""
         if before_swap is not None:
             before_swap()
+        view = latest_view_name(table)
         cols = ", ".join(TABLE_COLUMNS)
         updates = ", ".join(f"{c} = s.{c}" for c in TABLE_COLUMNS if c not in ("node_id", "run_id"))
         self._query(
@@ -184,9 +243,9 @@ class BigQueryWarehouse:
         (loaded,) = self._query(f"SELECT count(*) AS n FROM {self._sql_ref(table)} "
                                 "WHERE run_id = @run_id", {"run_id": run_id})
         self.client.delete_table(self.ref(staging), not_found_ok=True)
-        if int(loaded[0]) != rows.count:
+        if int(loaded[0]) != count:
             raise RuntimeFailure(f"{self.ref(table)}: {loaded[0]} rows for run {run_id} after the "
-                                 f"swap, expected {rows.count}; rerun the export")
+                                 f"swap, expected {count}; rerun the export")
         return int(loaded[0])
 
     def runs(self, table: str) -> list[tuple[str, int, str]]:

@@ -48,6 +48,54 @@ class Rows:
     created_at: datetime.datetime
 
 
+@dataclass(frozen=True)
+class JoinedRun:
+    """The inputs of the join for a warehouse that joins by itself
+    (graphstore.export.bigquery_warehouse ``load_run_joined``): a node type's embeddings files
+    and its id map files (gs:// uris), the marker's ``count`` and ``created_at``, the raw ids'
+    type (``STRING`` or ``INT64``) and ``model_version``."""
+
+    node_type: str
+    embeddings_uris: tuple[str, ...]
+    id_map_uris: tuple[str, ...]
+    node_id_type: str
+    count: int
+    model_version: str
+    created_at: datetime.datetime
+
+
+def joined_run(run_dir: str, node_type: str, *, model_version: str, workdir: str) -> JoinedRun:
+    """The :class:`JoinedRun` of ``node_type`` in the gs:// ``run_dir``: its marker checked,
+    every file it lists present and their rows (from the Parquet footers) the marker's count;
+    the shard set's manifest (downloaded into ``workdir``) names the id map files. Nothing else
+    is read."""
+    from graphstore.formats.embeddings import SUCCESS, embeddings_uri, read_success
+    from graphstore.formats.shards.reader import ShardSet
+
+    marker = read_success(run_dir, node_type)
+    folder = embeddings_uri(run_dir, node_type)
+    files = []
+    for name in marker.files:
+        uri = uris.join(folder, name)
+        if not uris.exists(uri):
+            raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
+                                 "rerun the infer stage")
+        files.append(uri)
+    rows = sum(uris.parquet_rows(uri) for uri in files)
+    if rows != marker.count:
+        raise RuntimeFailure(f"embeddings of {node_type!r}: their files hold {rows} rows, "
+                             f"{uris.join(folder, SUCCESS)} says {marker.count}; rerun the infer "
+                             "stage")
+    shards = ShardSet.open(RunPaths(run_dir).shards, workdir=workdir)
+    info = shards.manifest.node_types[node_type]
+    return JoinedRun(node_type=node_type, embeddings_uris=tuple(files),
+                     id_map_uris=tuple(uris.join(shards.source_uri, rel)
+                                       for rel in shards.manifest.id_map_files(node_type)),
+                     node_id_type="STRING" if info.id_dtype == "string" else "INT64",
+                     count=marker.count, model_version=model_version,
+                     created_at=marker.finished_at)
+
+
 def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
                out_path: str) -> Rows:
     """Write the rows of ``node_type`` to the local Parquet file ``out_path`` (see module docs)."""

@@ -312,6 +312,29 @@ def read_range(uri: str, start: int, end: int) -> bytes:
             start=start, end=end - 1, retry=_retry())
 
 
+def parquet_rows(uri: str, size: int | None = None) -> int:
+    """Rows of the Parquet object ``uri`` (of ``size`` bytes; None: asked of GCS) from its footer
+    alone: two ranged reads of its last bytes, whatever the file's size."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if size is None:
+        bucket, key = split_gcs(uri)
+        with _gcs_errors(uri, "reading"):
+            blob = _client().bucket(bucket).get_blob(key, retry=_retry())
+        if blob is None:
+            raise InputDataError(f"{uri} not found")
+        size = int(blob.size or 0)
+    if size < 12:
+        raise RuntimeFailure(f"{uri}: {size} bytes is not a Parquet file")
+    tail = read_range(uri, size - 8, size)
+    footer = int.from_bytes(tail[:4], "little")
+    if tail[4:] != b"PAR1" or footer + 12 > size:
+        raise RuntimeFailure(f"{uri}: not a Parquet file (no footer)")
+    meta = read_range(uri, size - 8 - footer, size)
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + meta)).num_rows
+
+
 def get_file(uri: str, dest: str) -> None:
     """Download one GCS object to the local path ``dest`` (parents created). The object lands
     under a temporary name and is renamed, so ``dest`` exists only complete; a missing object is

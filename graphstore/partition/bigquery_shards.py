@@ -22,9 +22,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from graphstore.formats.shards.format import MANIFEST, FileEntry
 from graphstore.formats.shards.publish import MARKER
 from graphstore.io import uris
@@ -67,18 +64,6 @@ def run_exports(jobs: BigQueryJobs, version_uri: str, exports: list[Export]) -> 
              time.perf_counter() - t0)
 
 
-def _parquet_rows(uri: str, size: int) -> int:
-    """Rows of the Parquet object ``uri`` of ``size`` bytes, from its footer alone."""
-    if size < 12:
-        raise RuntimeFailure(f"{uri}: {size} bytes is not a Parquet file")
-    tail = uris.read_range(uri, size - 8, size)
-    footer = int.from_bytes(tail[:4], "little")
-    if tail[4:] != b"PAR1" or footer + 12 > size:
-        raise RuntimeFailure(f"{uri}: not a Parquet file (no footer)")
-    meta = uris.read_range(uri, size - 8 - footer, size)
-    return pq.read_metadata(pa.BufferReader(b"PAR1" + meta)).num_rows
-
-
 def file_entries(version_uri: str) -> dict[str, FileEntry]:
     """The manifest's entry of every object under ``version_uri`` but the marker and the
     manifest (module docs)."""
@@ -86,7 +71,7 @@ def file_entries(version_uri: str) -> dict[str, FileEntry]:
               if rel not in (MARKER, MANIFEST)}
     with ThreadPoolExecutor(max_workers=PARALLEL_EXPORTS) as pool:
         rows = dict(zip(listed, pool.map(
-            lambda rel: _parquet_rows(uris.join(version_uri, rel), listed[rel].bytes)
+            lambda rel: uris.parquet_rows(uris.join(version_uri, rel), listed[rel].bytes)
             if rel.endswith(".parquet") else None, listed)))
     return {rel: FileEntry(bytes=info.bytes, rows=rows[rel], crc32c=info.crc32c)
             for rel, info in listed.items()}
