@@ -11,7 +11,9 @@ machine types and disks hold it, and the cheapest machine type we know a price o
 partitioning from the raw tables' row counts (an estimate), or from ``--nodes`` / ``--edges`` /
 ``--features`` / ``--labels`` alone (no tables needed; the task config is then optional). Exit 0:
 it fits; 2: it does not (one line per key to change), or the configs are wrong; 1: the sizes
-could not be read.
+could not be read. With ``bq://`` tables that a Vertex AI run partitions in BigQuery
+(``partitionConfig.engine``), it also prints the bytes the engine's statements will read and
+their on-demand price (graphstore.planning.bigquery_cost; estimated from the tables' metadata).
 """
 
 from __future__ import annotations
@@ -94,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
         plan = check(task, res, loads, source, task_file=args.task_config,
                      res_file=args.resource_config, machine_memory_bytes=this_machine_memory_bytes())
     print("\n".join(plan.lines), flush=True)
+    if not by_counts:
+        from graphstore.planning.bigquery_cost import (cost_lines, engine_costs, source_shapes,
+                                                       uses_bigquery_engine)
+
+        if uses_bigquery_engine(task):
+            print("\n".join(cost_lines(engine_costs(task, source_shapes(task)))), flush=True)
     if not plan.fits:
         print(str(ConfigError(plan.problems)), file=sys.stderr, flush=True)
         return 2

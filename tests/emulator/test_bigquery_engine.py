@@ -283,3 +283,28 @@ def test_the_partition_task_exits_2_naming_bad_bigquery_input(tmp_path, bq_table
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"{bad}: column 'f_1': feature value " in proc.stderr
     assert read_pointer(out) is None
+
+
+def test_plan_prints_the_bytes_the_bigquery_engine_will_read(tmp_path, bq_tables):
+    """``pipeline plan`` on ``bq://`` tables: the engine's statements priced from the tables'
+    metadata (graphstore.planning.bigquery_cost), after the storage sizing."""
+    import subprocess
+    import sys
+
+    from tests.kill_points import REPO
+
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    tp, rp = tmp_path / "task.yaml", tmp_path / "resources.yaml"
+    tp.write_text(yaml.safe_dump(_in_bigquery(task_dict(raw), raw, bq_tables)))
+    rp.write_text(yaml.safe_dump(RESOURCES))
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "plan", "--task-config", str(tp),
+                           "--resource-config", str(rp)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "BigQuery engine: logical bytes its statements read" in out
+    groups = [line for line in out.splitlines() if "B  node type " in line
+              or "B  edge type " in line]
+    assert len(groups) == 2 + 2 and all(float(line.split()[0]) > 0 for line in groups)
+    assert "per TiB on-demand" in out.splitlines()[-1]
