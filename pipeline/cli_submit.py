@@ -11,7 +11,9 @@ region, as its service account, with its labels; the pipeline root is
 ``<perm_assets_bucket>/runs``). ``--dry-run`` prints the request instead (no network, no
 credentials needed, beyond reading the sizes below). Before compiling, the storage machines are
 sized as ``pipeline plan`` does (from ``--shards`` or the raw tables' row counts); a pool that
-cannot hold its partition is refused (exit 2).
+cannot hold its partition is refused (exit 2), and so is a run that would partition in BigQuery
+on tables that are missing or in another location than the configured one
+(pipeline.bigquery_checks).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 
 
@@ -81,6 +84,17 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
         with vertex.credentials_needed():
             google.auth.default()
     check_sizes(task, res, args)  # a storage machine that cannot hold its partition: refused
+    from graphstore.config import ConfigError
+    from pipeline.bigquery_checks import bigquery_engine_problems
+
+    try:  # partitioning in BigQuery: tables, locations, scratch dataset
+        problems = bigquery_engine_problems(task, args.task_config)
+    except Exception as exc:  # noqa: BLE001 - no credentials or access here: said, not fatal
+        print(f"submit: BigQuery engine not checked: {type(exc).__name__}: {exc}"[:300],
+              file=sys.stderr, flush=True)
+        problems = []
+    if problems:
+        raise ConfigError(problems)
     template = os.path.join(tmp, "pipeline.yaml")
     compile_pipeline(template, image=args.image, resources=res)
     params = {"task_config": dump_yaml(task.to_dict()), "resource_config": dump_yaml(res.to_dict()),
@@ -98,8 +112,6 @@ def check_sizes(task, res, args: argparse.Namespace) -> None:
     when a storage machine or its disk cannot hold its partition; when the sizes cannot be read
     here (a raw-table uri resolved per run, no access), one line on stderr says so and the
     submission goes on."""
-    import sys
-
     from graphstore.config import ConfigError
     from graphstore.runtime.errors import GraphstoreError
     from pipeline.plan import SizesUnknown, check, partition_loads

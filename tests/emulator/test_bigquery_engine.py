@@ -308,3 +308,59 @@ def test_plan_prints_the_bytes_the_bigquery_engine_will_read(tmp_path, bq_tables
               or "B  edge type " in line]
     assert len(groups) == 2 + 2 and all(float(line.split()[0]) > 0 for line in groups)
     assert "per TiB on-demand" in out.splitlines()[-1]
+
+
+def test_submit_refuses_missing_tables_and_another_location(tmp_path, bq_tables,
+                                                           bigquery_emulator):
+    """``pipeline submit --dry-run`` of a run that partitions in BigQuery: a missing source table
+    and a configured location other than the tables' are refused (exit 2, one line each, the key
+    named); a scratch dataset in another location too; the good config goes through."""
+    import subprocess
+    import sys
+
+    from google.cloud import bigquery
+
+    from graphstore.io.gcp import bigquery_client
+    from tests.integration.test_plan_processes import IMAGE
+    from tests.kill_points import REPO
+    from tests.unit.test_plan import VERTEX_RES
+
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    task = _in_bigquery(task_dict(raw), raw, bq_tables)
+    task["exportConfig"] = {"warehouse": "bigquery", "bigqueryDataset": "emb"}
+
+    def submit(task: dict, *sets: str) -> subprocess.CompletedProcess:
+        tp = tmp_path / f"task-{uuid.uuid4().hex[:6]}.yaml"
+        tp.write_text(yaml.safe_dump(task))
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline", "submit", "--task-config", str(tp),
+             "--resource-config", str(VERTEX_RES), "--image", IMAGE, "--dry-run",
+             *(a for s in sets for a in ("--set", s))],
+            cwd=REPO, capture_output=True, text=True, timeout=240)
+
+    ok = submit(task)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "BigQuery engine not checked" not in ok.stderr
+    missing = copy.deepcopy(task)
+    gone = f"bq://{bigquery_emulator.project}.nowhere.edges"
+    missing["datasetConfig"]["dataSources"]["edges"][1]["uri"] = gone
+    refused = submit(missing, "datasetConfig.partitionConfig.bigquery.location=EU",
+                     f"datasetConfig.partitionConfig.bigquery.dataset=s_{uuid.uuid4().hex[:8]}")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    lines = refused.stderr.strip().splitlines()
+    assert "submit: storage sizing not checked: BigQuery table " in lines[0]  # said, not fatal
+    assert lines[1] == "pipeline: error: 2 config problems:", lines
+    assert any(".dataSources.edges[1].uri: " in x and f"{gone}: BigQuery table not found" in x
+               for x in lines)
+    assert any("partitionConfig.bigquery.location: 'EU', but the source tables are in US" in x
+               for x in lines)
+    client = bigquery_client(bigquery_emulator.project)
+    scratch = bigquery.Dataset(f"{bigquery_emulator.project}.scratch_eu")
+    scratch.location = "EU"
+    client.create_dataset(scratch)
+    refused = submit(task, "datasetConfig.partitionConfig.bigquery.dataset=scratch_eu")
+    assert client.get_dataset(f"{bigquery_emulator.project}.scratch_eu").location == "EU"
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "partitionConfig.bigquery.dataset: " in refused.stderr
+    assert ".scratch_eu is in EU, the jobs run in US" in refused.stderr
