@@ -64,13 +64,11 @@ class JoinedRun:
     created_at: datetime.datetime
 
 
-def joined_run(run_dir: str, node_type: str, *, model_version: str, workdir: str) -> JoinedRun:
-    """The :class:`JoinedRun` of ``node_type`` in the gs:// ``run_dir``: its marker checked,
-    every file it lists present and their rows (from the Parquet footers) the marker's count;
-    the shard set's manifest (downloaded into ``workdir``) names the id map files. Nothing else
-    is read."""
+def _listed_files(run_dir: str, node_type: str):
+    """``(marker, folder, uris)``: the ``_SUCCESS`` marker of ``node_type``'s embeddings, their
+    folder and the uri of every file it lists; RuntimeFailure naming a listed file that is
+    missing."""
     from graphstore.formats.embeddings import SUCCESS, embeddings_uri, read_success
-    from graphstore.formats.shards.reader import ShardSet
 
     marker = read_success(run_dir, node_type)
     folder = embeddings_uri(run_dir, node_type)
@@ -81,6 +79,18 @@ def joined_run(run_dir: str, node_type: str, *, model_version: str, workdir: str
             raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
                                  "rerun the infer stage")
         files.append(uri)
+    return marker, folder, files
+
+
+def joined_run(run_dir: str, node_type: str, *, model_version: str, workdir: str) -> JoinedRun:
+    """The :class:`JoinedRun` of ``node_type`` in the gs:// ``run_dir``: its marker checked,
+    every file it lists present and their rows (from the Parquet footers) the marker's count;
+    the shard set's manifest (downloaded into ``workdir``) names the id map files. Nothing else
+    is read."""
+    from graphstore.formats.embeddings import SUCCESS
+    from graphstore.formats.shards.reader import ShardSet
+
+    marker, folder, files = _listed_files(run_dir, node_type)
     rows = sum(uris.parquet_rows(uri) for uri in files)
     if rows != marker.count:
         raise RuntimeFailure(f"embeddings of {node_type!r}: their files hold {rows} rows, "
@@ -102,20 +112,12 @@ def build_rows(run_dir: str, node_type: str, *, run_id: str, model_version: str,
     import duckdb
     import pyarrow.parquet as pq
 
-    from graphstore.formats.embeddings import SUCCESS, embeddings_uri, read_success
     from graphstore.formats.shards.reader import ShardSet
 
-    marker = read_success(run_dir, node_type)
-    folder = embeddings_uri(run_dir, node_type)
+    marker, _, listed = _listed_files(run_dir, node_type)
     created = marker.finished_at
     with tempfile.TemporaryDirectory(prefix="export-") as tmp:
-        files = []
-        for name in marker.files:
-            uri = uris.join(folder, name)
-            if not uris.exists(uri):
-                raise RuntimeFailure(f"{uri} is listed in {uris.join(folder, SUCCESS)} but missing; "
-                                     "rerun the infer stage")
-            files.append(uris.localize(uri, tmp))
+        files = [uris.localize(uri, tmp) for uri in listed]
         id_map = ShardSet.open(RunPaths(run_dir).shards, workdir=tmp).id_map_files(node_type)
         con = duckdb.connect(config={"memory_limit": f"{JOIN_MEMORY_MB}MB",
                                      "temp_directory": os.path.join(tmp, "spill")})
