@@ -101,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
                                                        uses_bigquery_engine)
 
         if uses_bigquery_engine(task):
+            from pipeline.bigquery_dry_run import plan_dry_run_lines
+
             print("\n".join(cost_lines(engine_costs(task, source_shapes(task)))), flush=True)
+            print("\n".join(plan_dry_run_lines(task)), flush=True)
     if not plan.fits:
         print(str(ConfigError(plan.problems)), file=sys.stderr, flush=True)
         return 2

@@ -67,6 +67,14 @@ def _counts(jobs: BigQueryJobs, key: str, table: str, num_partitions: int) -> tu
     return tuple(found.get(p, 0) for p in range(num_partitions))
 
 
+def endpoint_check_sql(ref: str, src_column: str, dst_column: str) -> str:
+    """The first statement on an edge table ``ref``: its rows and the null ids of each endpoint
+    column. It reads only the source table (``pipeline plan`` dry-runs it)."""
+    sc, dc = quoted(src_column), quoted(dst_column)
+    return (f"SELECT COUNT(*), COUNTIF({sc} IS NULL), COUNTIF({dc} IS NULL) "
+            f"FROM {quoted(ref)}")
+
+
 def map_edges(jobs: BigQueryJobs, key: str, src: SourceColumn, dst: SourceColumn,
               src_nodes: NumberedNodes, dst_nodes: NumberedNodes,
               anchor: Literal["src", "dst"], dangling: Literal["error", "drop"],
@@ -78,9 +86,9 @@ def map_edges(jobs: BigQueryJobs, key: str, src: SourceColumn, dst: SourceColumn
     if src.ref != dst.ref:
         raise ValueError(f"{key}: the endpoints of one edge type come from one table")
     raw, sc, dc = quoted(src.ref), quoted(src.column), quoted(dst.column)
-    ((total, src_nulls, dst_nulls),) = jobs.run(
-        f"checking the endpoints of {key}",
-        f"SELECT COUNT(*), COUNTIF({sc} IS NULL), COUNTIF({dc} IS NULL) FROM {raw}")
+    ((total, src_nulls, dst_nulls),) = jobs.run(f"checking the endpoints of {key}",
+                                                endpoint_check_sql(src.ref, src.column,
+                                                                   dst.column))
     if total == 0:
         raise InputDataError(f"{src.uri}: edge table for {key} is empty")
     for column, nulls in ((src.column, src_nulls), (dst.column, dst_nulls)):

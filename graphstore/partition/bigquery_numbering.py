@@ -87,15 +87,22 @@ ranked AS (
 SELECT {dense_of_rank_sql(ranges, 'r')} AS int_id, MOD(r, {P}) AS part, raw_id FROM ranked"""
 
 
+def id_check_sql(ref: str, column: str) -> str:
+    """The first statement on a node table ``ref`` (``project.dataset.table``): its rows, null
+    ids and distinct ids of ``column``. It reads only the source table, so ``pipeline plan`` can
+    dry-run it before the run (pipeline/bigquery_dry_run.py)."""
+    col = quoted(column)
+    return f"SELECT COUNT(*), COUNTIF({col} IS NULL), COUNT(DISTINCT {col}) FROM {quoted(ref)}"
+
+
 def number_from_table(jobs: BigQueryJobs, node_type: str, source: SourceColumn,
                       num_partitions: int, ids_per_bucket: int = IDS_PER_BUCKET
                       ) -> NumberedNodes:
     """Check and number the ids of a node table (module docs)."""
     t0 = time.perf_counter()
     col, ref = quoted(source.column), quoted(source.ref)
-    ((n, nulls, distinct),) = jobs.run(
-        f"checking the ids of node type {node_type!r}",
-        f"SELECT COUNT(*), COUNTIF({col} IS NULL), COUNT(DISTINCT {col}) FROM {ref}")
+    ((n, nulls, distinct),) = jobs.run(f"checking the ids of node type {node_type!r}",
+                                       id_check_sql(source.ref, source.column))
     if n == 0:
         raise InputDataError(f"{source.uri}: node table for {node_type!r} is empty")
     if nulls:

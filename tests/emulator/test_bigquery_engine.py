@@ -307,7 +307,47 @@ def test_plan_prints_the_bytes_the_bigquery_engine_will_read(tmp_path, bq_tables
     groups = [line for line in out.splitlines() if "B  node type " in line
               or "B  edge type " in line]
     assert len(groups) == 2 + 2 and all(float(line.split()[0]) > 0 for line in groups)
-    assert "per TiB on-demand" in out.splitlines()[-1]
+    lines = out.splitlines()
+    start = lines.index("BigQuery engine: dry run of its statements that read only the source "
+                        "tables (QueryJobConfig(dry_run=True); pipeline/bigquery_dry_run.py):")
+    assert "per TiB on-demand" in lines[start - 1]
+    sources = task_dict(raw)["datasetConfig"]["dataSources"]
+    n_sources = len(sources["nodes"]) + len(sources["edges"])
+    dry = lines[start + 1:start + 1 + n_sources]
+    assert [line.split()[:2] for line in dry] == [["0", "B"]] * n_sources, dry
+    assert sum("checking the ids of node type" in line for line in dry) == len(sources["nodes"])
+    assert lines[start + 1 + n_sources].strip().startswith("the service reported 0 bytes")
+
+
+def test_the_dry_run_statements_are_the_engine_s_and_run_on_the_tables(tmp_path, bq_tables,
+                                                                        bigquery_emulator):
+    """The statements ``pipeline plan`` dry-runs (pipeline.bigquery_dry_run) are valid on the
+    source tables: run for real on the emulator, each answers its table's row count and no
+    null id; a table named wrong is a dry run that failed, on its own line."""
+    from graphstore.io.gcp import bigquery_client
+    from graphstore.partition.bigquery_numbering import id_check_sql
+    from pipeline.bigquery_dry_run import (SourceStatement, dry_run, dry_run_lines,
+                                           source_statements)
+
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    task = _config(tmp_path, _in_bigquery(task_dict(raw), raw, bq_tables))
+    client = bigquery_client(bigquery_emulator.project)
+    statements = source_statements(task)
+    uris = [s.uri for s in (*task.dataset.node_sources, *task.dataset.edge_sources)]
+    assert len(statements) == len(uris) and all(u in st.purpose
+                                                for u, st in zip(uris, statements))
+    n_nodes = len(task.dataset.node_sources)
+    for i, (uri, st) in enumerate(zip(uris, statements)):
+        want = client.get_table(uri.removeprefix("bq://")).num_rows
+        ((rows, nulls, third),) = list(client.query(st.sql).result())
+        # node tables: (rows, null ids, distinct ids); edge tables: (rows, null src, null dst)
+        assert (rows, nulls, third) == ((want, 0, want) if i < n_nodes else (want, 0, 0)), uri
+    missing = SourceStatement("checking a table that is not there",
+                              id_check_sql(f"{bigquery_emulator.project}.nope.nope", "id"))
+    lines = dry_run_lines(dry_run(statements[1:] + [missing], client, None))
+    assert lines[-1].strip().startswith("the service reported 0 bytes")
+    assert lines[-2].split()[0] == "failed" and missing.purpose in lines[-2]
 
 
 def test_submit_refuses_missing_tables_and_another_location(tmp_path, bq_tables,

@@ -61,3 +61,25 @@ def test_string_and_array_columns_share_what_the_table_size_leaves():
     widths = column_bytes([("id", "STRING", False), ("n", "INT64", False),
                            ("f", "FLOAT64", True)], rows=10, table_bytes=10 * (8 + 12 + 40))
     assert widths == {"n": 8, "id": 26.0, "f": 26.0}
+
+
+def test_the_dry_run_names_each_source_statement_and_what_it_would_bill(tmp_path):
+    """``pipeline plan``'s dry run (pipeline.bigquery_dry_run): one statement per source table,
+    each the engine's own check on that table; the service's answers printed per statement, a
+    failed one with its message; the 'use the estimate' line only when every answer is 0."""
+    from graphstore.partition.bigquery_edges import endpoint_check_sql
+    from graphstore.partition.bigquery_numbering import id_check_sql
+    from pipeline.bigquery_dry_run import DryRun, dry_run_lines, source_statements
+
+    cfg, _ = _task(tmp_path, 2)
+    ns, es = cfg.dataset.node_sources[0], cfg.dataset.edge_sources[0]
+    nodes, edges = source_statements(cfg)
+    assert nodes.sql == id_check_sql("my-project.raw.nodes", ns.id_column)
+    assert edges.sql == endpoint_check_sql("my-project.raw.edges", es.src_column, es.dst_column)
+    assert ns.uri in nodes.purpose and es.uri in edges.purpose
+    billed = dry_run_lines([DryRun(nodes, 1_200_000_000), DryRun(edges, None, "Access Denied")])
+    assert billed[1].split()[:2] == ["1,200,000,000", "B"] and nodes.purpose in billed[1]
+    assert billed[2].split()[0] == "failed" and billed[2].endswith(": Access Denied")
+    assert len(billed) == 3  # a billed answer: the dry run's figure stands, no 0-bytes line
+    zero = dry_run_lines([DryRun(nodes, 0), DryRun(edges, 0)])
+    assert zero[-1].strip().startswith("the service reported 0 bytes for every statement")
