@@ -11,8 +11,7 @@ the partition task after the pipeline started:
 - a scratch dataset (``partitionConfig.bigquery.dataset``) that exists in another location.
 
 Permissions to run jobs and to write the scratch dataset and the run bucket are the service
-account's, not the caller's, so they are not checked here; the task that lacks one fails its
-first job naming the job and what it was for (graphstore.partition.bigquery_jobs).
+account's, not the caller's: pipeline.service_account_checks asks for them as that account.
 """
 
 from __future__ import annotations
@@ -25,32 +24,38 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphstore.config import TaskConfig
 
 
+def source_keys(task: "TaskConfig") -> list[tuple[str, str]]:
+    """``(config key, uri)`` of every source table, node tables first, in config order."""
+    return [(f"datasetConfig.dataSources.{kind}[{i}].uri", src.uri)
+            for kind, group in (("nodes", task.dataset.node_sources),
+                                ("edges", task.dataset.edge_sources))
+            for i, src in enumerate(group)]
+
+
 def bigquery_engine_problems(task: "TaskConfig", task_file: str, client: Any = None
                              ) -> list[Problem]:
     """The problems of the module docs (none when the run does not partition in BigQuery)."""
     from google.api_core import exceptions as gexc
 
     from graphstore.io.bigquery_source import parse
+    from graphstore.partition.configured import scratch_project
     from graphstore.planning.bigquery_cost import uses_bigquery_engine
 
     if not uses_bigquery_engine(task):
         return []
     cfg = task.dataset.partition.bigquery
-    sources = [(f"datasetConfig.dataSources.{kind}[{i}].uri", src.uri)
-               for kind, group in (("nodes", task.dataset.node_sources),
-                                   ("edges", task.dataset.edge_sources))
-               for i, src in enumerate(group)]
-    first_project = parse(sources[0][1])[0]
+    sources = source_keys(task)
+    project = scratch_project(task)
     if client is None:
         from graphstore.io.gcp import bigquery_client
 
-        client = bigquery_client(cfg.project or first_project)
+        client = bigquery_client(project)
     problems, locations = [], {}
     for path, uri in sources:
-        project, dataset, table = parse(uri)
+        table_project, dataset, table = parse(uri)
         try:
-            client.get_table(f"{project}.{dataset}.{table}")
-            locations[uri] = client.get_dataset(f"{project}.{dataset}").location
+            client.get_table(f"{table_project}.{dataset}.{table}")
+            locations[uri] = client.get_dataset(f"{table_project}.{dataset}").location
         except gexc.NotFound:
             problems.append(Problem(file=task_file, path=path, value=repr(uri), message=(
                 f"{uri}: BigQuery table not found (the BigQuery engine reads it: "
@@ -67,7 +72,7 @@ def bigquery_engine_problems(task: "TaskConfig", task_file: str, client: Any = N
                                     f"{cfg.location!r}, but the source tables are in "
                                     f"{', '.join(found)}; the jobs run where the tables are")))
     want = cfg.location or (found[0] if len(found) == 1 else None)
-    scratch = f"{cfg.project or first_project}.{cfg.dataset}"
+    scratch = f"{project}.{cfg.dataset}"
     try:
         have = client.get_dataset(scratch).location
     except gexc.NotFound:

@@ -13,7 +13,8 @@ credentials needed, beyond reading the sizes below). Before compiling, the stora
 sized as ``pipeline plan`` does (from ``--shards`` or the raw tables' row counts); a pool that
 cannot hold its partition is refused (exit 2), and so is a run that would partition in BigQuery
 on tables that are missing or in another location than the configured one
-(pipeline.bigquery_checks).
+(pipeline.bigquery_checks), and one whose service account lacks a permission the run needs
+(pipeline.service_account_checks: asked as that account, not with ``--dry-run``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
         print(f"submit: BigQuery engine not checked: {type(exc).__name__}: {exc}"[:300],
               file=sys.stderr, flush=True)
         problems = []
+    problems += service_account_problems(task, res, run_root, args)
     if problems:
         raise ConfigError(problems)
     template = os.path.join(tmp, "pipeline.yaml")
@@ -105,6 +107,32 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     job = vertex.pipeline_job(res, template_path=template, parameter_values=params,
                               display_name=args.display_name, credentials=credentials)
     return job, res
+
+
+def service_account_problems(task, res, run_root: str, args: argparse.Namespace) -> list:
+    """What the run's service account lacks (pipeline.service_account_checks); lines it could not
+    check or confirm go to stderr. Not asked with ``--dry-run`` (no credentials), nor without a
+    service account in the resource config (Vertex AI then runs as the project's default one)."""
+    from pipeline.service_account_checks import (AsServiceAccount, needed_permissions,
+                                                 permission_problems)
+
+    email = res.shared.gcp_service_account_email
+    if args.dry_run or not email:
+        why = "--dry-run" if args.dry_run else "no gcp_service_account_email in the resource config"
+        print(f"submit: service account permissions not checked ({why})", file=sys.stderr,
+              flush=True)
+        return []
+    import google.auth
+
+    account = AsServiceAccount(email, google.auth.default()[0])
+    outcome = permission_problems(needed_permissions(task, res, run_root), account,
+                                  args.task_config)
+    for line in outcome.notes:
+        print(line, file=sys.stderr, flush=True)
+    if not outcome.problems and not outcome.notes:
+        print(f"submit: service account {email}: every permission the run needs is granted",
+              file=sys.stderr, flush=True)
+    return outcome.problems
 
 
 def check_sizes(task, res, args: argparse.Namespace) -> None:

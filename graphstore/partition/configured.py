@@ -37,6 +37,15 @@ def partition_task(task: "TaskConfig", *, num_partitions: int, output_uri: str,
                                     scratch=place, client=bigquery_client)
 
 
+def scratch_project(task: "TaskConfig") -> str:
+    """The project the BigQuery engine's jobs and scratch dataset live in:
+    ``partitionConfig.bigquery.project``, else the first ``bq://`` source's project."""
+    from graphstore.io.bigquery_source import parse
+
+    first = next(s.uri for s in (*task.dataset.node_sources, *task.dataset.edge_sources))
+    return task.dataset.partition.bigquery.project or parse(first)[0]
+
+
 def scratch_place(task: "TaskConfig", client: Any = None) -> "ScratchPlace":
     """``partitionConfig.bigquery`` with its defaults resolved (its config docs): the project
     of the first ``bq://`` source, that source's dataset's location."""
@@ -46,7 +55,7 @@ def scratch_place(task: "TaskConfig", client: Any = None) -> "ScratchPlace":
     cfg = task.dataset.partition.bigquery
     first = next(s.uri for s in (*task.dataset.node_sources, *task.dataset.edge_sources))
     source_project, source_dataset, _ = parse(first)
-    project = cfg.project or source_project
+    project = scratch_project(task)
     location = cfg.location
     if location is None:
         if client is None:

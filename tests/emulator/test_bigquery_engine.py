@@ -390,7 +390,8 @@ def test_submit_refuses_missing_tables_and_another_location(tmp_path, bq_tables,
     assert refused.returncode == 2, refused.stderr[-3000:]
     lines = refused.stderr.strip().splitlines()
     assert "submit: storage sizing not checked: BigQuery table " in lines[0]  # said, not fatal
-    assert lines[1] == "pipeline: error: 2 config problems:", lines
+    assert lines[1] == "submit: service account permissions not checked (--dry-run)"
+    assert lines[2] == "pipeline: error: 2 config problems:", lines
     assert any(".dataSources.edges[1].uri: " in x and f"{gone}: BigQuery table not found" in x
                for x in lines)
     assert any("partitionConfig.bigquery.location: 'EU', but the source tables are in US" in x

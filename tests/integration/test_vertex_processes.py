@@ -72,6 +72,8 @@ def test_submit_dry_run_prints_the_pipeline_job_request():
     assert "dataRootUri: gs://my-bucket/raw/{run_date}" in params["task_config"]  # resolved per run
     assert "vertex_ai_graph_store_trainer_config" in params["resource_config"]
     assert request["pipeline_spec"]["pipelineInfo"]["name"] == "graphstore-pipeline"
+    # the service account's permissions are asked as that account: not without credentials
+    assert "submit: service account permissions not checked (--dry-run)" in proc.stderr
 
 
 def test_submit_refuses_local_inputs_and_schedule_checks_cron():
