@@ -749,6 +749,127 @@ def _hard_negative_edge_input() -> type:
     return _as_module_level(HardNegativeEdgeInput)
 
 
+class _SeedEveryType:
+    """A GLT inducer whose next ``init_node`` seeds the node types in :attr:`seeds` (once), not
+    the one type it is given; everything else is the inducer's. It goes back into the sampler's
+    inducer pool like the inducer it wraps, and is reused (never wrapped twice)."""
+
+    def __init__(self, inducer: Any) -> None:
+        self._inducer = inducer
+        self.seeds: dict | None = None
+
+    def init_node(self, seeds: Any) -> Any:
+        if self.seeds is not None:
+            seeds, self.seeds = self.seeds, None
+        return self._inducer.init_node(seeds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inducer, name)
+
+
+async def _one_pass_edge_sampling(sampler: Any, inputs: Any) -> Any:
+    """GLT's ``_sample_from_edges`` for a supervision type between two node types without GLT's
+    negative sampling, in one pass (see :func:`one_pass_link_sampling`): the anchors and the
+    label nodes are the seeds of one ``_sample_from_nodes`` walk (one inducer, so a node is
+    expanded once, at the first hop it is reached), and ``edge_label_index`` indexes the nodes
+    the walk returns, as GLT's own output does."""
+    import torch
+    from graphlearn_torch.sampler import NodeSamplerInput
+    from graphlearn_torch.utils import id2idx
+
+    etype = inputs.input_type
+    src, dst = inputs.row.to(sampler.device), inputs.col.to(sampler.device)
+    label = None if inputs.label is None else inputs.label.to(sampler.device)
+    seeds = {etype[0]: src.unique(), etype[-1]: dst.unique()}
+
+    def acquire_once() -> Any:  # runs before the walk's first await: no other batch sees it
+        del sampler._acquire_inducer
+        inducer = sampler._acquire_inducer()
+        if not isinstance(inducer, _SeedEveryType):
+            inducer = _SeedEveryType(inducer)
+        inducer.seeds = seeds
+        return inducer
+
+    sampler._acquire_inducer = acquire_once
+    out = await sampler._sample_from_nodes(NodeSamplerInput(node=seeds[etype[0]],
+                                                            input_type=etype[0]))
+    index = [id2idx(out.node[etype[0]])[src], id2idx(out.node[etype[-1]])[dst]]
+    out.metadata.update({"edge_label_index": torch.stack(index, dim=0), "edge_label": label})
+    out.input_type = etype
+    return out
+
+
+def one_pass_link_sampling() -> None:
+    """Sample an ABLP batch between two node types in one pass, as the other modes do.
+    Idempotent; installed wherever GLT samples (graphstore.dataset.sampling_worker, and
+    build_storage_dataset for colocated mode's inline sampling).
+
+    GLT 0.2.4's ``DistNeighborSampler._sample_from_edges`` samples the anchors' and the label
+    nodes' neighbourhoods in two separate walks and concatenates their edges
+    (``merge_hetero_sampler_output``): a label node next to its anchor is expanded in both walks
+    (its fan-out twice, at two hops), so a training batch's positives have larger, partly
+    repeated neighbourhoods than the random negatives and candidates a neighbour loader samples
+    (one walk). Inputs of one node type, homogeneous graphs and GLT's own negative sampling
+    (unused here) keep GLT's code."""
+    check_glt_version()
+    from graphlearn_torch.distributed.dist_neighbor_sampler import DistNeighborSampler
+
+    if getattr(DistNeighborSampler, "_graphstore_one_pass", False):
+        return
+    glt_sample_from_edges = DistNeighborSampler._sample_from_edges
+
+    async def sample_from_edges(self: Any, inputs: Any) -> Any:
+        etype = inputs.input_type
+        if etype is None or etype[0] == etype[-1] or inputs.neg_sampling is not None:
+            return await glt_sample_from_edges(self, inputs)
+        return await _one_pass_edge_sampling(self, inputs)
+
+    DistNeighborSampler._sample_from_edges = sample_from_edges
+    DistNeighborSampler._graphstore_one_pass = True
+
+
+EDGE_ATTRIBUTES = ("edge", "edge_attr", "edge_weight")
+"""Per-edge attributes of a GLT batch's edge stores, kept aligned with ``edge_index``: edge ids
+(``with_edge``), edge features, weights."""
+
+
+def distinct_edges(data: Any) -> Any:
+    """``data`` (a collated ``Data`` / ``HeteroData``) with each edge of each edge type once: the
+    first occurrence of every (src, dst) local index pair is kept, in order, and the
+    :data:`EDGE_ATTRIBUTES` with it. Nodes are untouched.
+
+    Why: GLT 0.2.4 repeats edges in two ways. Its CPU sampler draws a node's neighbours with
+    replacement when the degree exceeds the fan-out (tests/unit/test_glt_adapter.py pins it),
+    so one neighbour can come twice; and for a supervision type between two node types its link
+    sampling (``DistNeighborSampler._sample_from_edges``) samples the anchors' and the label
+    nodes' neighbourhoods in two separate passes and merges them
+    (``merge_hetero_sampler_output``: nodes merged, edges concatenated), so every edge both
+    passes reached is in the batch twice. Measured on the demo data: about a quarter of a
+    training batch's edges were repeats, none in replicated mode's batches (its sampler walks
+    all seeds in one pass, without replacement). A mean aggregation counts a repeated neighbour
+    twice, so the repeats change what the model computes, not only its cost."""
+    import torch
+
+    for store in data.edge_stores:
+        ei = store["edge_index"] if "edge_index" in store else None
+        if ei is None or ei.size(1) < 2:
+            continue
+        width = int(ei[1].max()) + 1
+        key = ei[0] * width + ei[1]
+        uniq, inverse = torch.unique(key, return_inverse=True)
+        if uniq.numel() == key.numel():
+            continue
+        first = torch.full((uniq.numel(),), key.numel(), dtype=torch.long)
+        first.scatter_reduce_(0, inverse, torch.arange(key.numel()), reduce="amin")
+        keep = first.sort().values
+        store["edge_index"] = ei[:, keep]
+        for name in EDGE_ATTRIBUTES:
+            value = store[name] if name in store else None
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == key.numel():
+                store[name] = value[keep]
+    return data
+
+
 def _glt_loader() -> type:
     from graphlearn_torch.distributed import DistLoader
 
@@ -807,7 +928,7 @@ def _glt_loader() -> type:
                                                             pid, exc, "request"))
 
         def _collate_fn(self, msg: Any) -> Any:
-            return self.finish_batch(super()._collate_fn(msg))
+            return self.finish_batch(distinct_edges(super()._collate_fn(msg)))
 
         def finish_batch(self, data: Any) -> Any:
             """Complete one collated batch (``Data`` / ``HeteroData``); the default keeps it."""

@@ -2,9 +2,11 @@
 (graphstore.runtime.processes.SAMPLING_PRELOAD): a batch that raises ends its worker, naming the
 error, instead of being lost (graphstore.dataset.glt_adapter.exit_on_failed_batch), and the
 worker's graphs are built without GLT's count of their distinct columns
-(graphstore.dataset.glt_adapter.skip_column_count)."""
+(graphstore.dataset.glt_adapter.skip_column_count), and an ABLP batch between two node types is
+sampled in one walk (graphstore.dataset.glt_adapter.one_pass_link_sampling)."""
 
 from graphstore.dataset import glt_adapter
 
 glt_adapter.exit_on_failed_batch()
 glt_adapter.skip_column_count()
+glt_adapter.one_pass_link_sampling()

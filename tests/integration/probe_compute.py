@@ -12,6 +12,7 @@ storage process meanwhile).
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import datetime
 import os
 import sys
@@ -79,7 +80,7 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float,
                                         supervision_edge_type=sup)
     loader = DistABLPLoader(dataset, [4, 3], ablp, batch_size=16, shuffle=True,
                             supervision_edge_type=sup)
-    pairs, edges, feats = [], {}, []
+    pairs, edges, feats, repeated, per_node = [], {}, [], 0, ({}, {})
     for batch in loader:
         at, lt = batch.anchor_node_type, batch.label_node_type
         anchors = (batch[at].node if hetero else batch.node)[batch.y_positive[0]]
@@ -87,12 +88,18 @@ def worker(local_rank: int, info: GraphStoreInfo, out_dir: str, slow_s: float,
         pairs += torch.stack([anchors, labels], 1).tolist()
         for k, v in _edges(batch, hetero).items():
             edges.setdefault(k, []).extend(v)
+            repeated += len(v) - len({tuple(p) for p in v})  # an edge twice in one batch
+            for side in (0, 1):  # the most edges of this type at one node of the batch
+                most = max(Counter(p[side] for p in v).values(), default=0)
+                per_node[side][k] = max(per_node[side].get(k, 0), most)
         feats.append(_features(batch, hetero))
         if slow_s:
             open(os.path.join(out_dir, f"sampling_rank{rank}"), "w").close()
             time.sleep(slow_s)
     loader.shutdown()
-    record.update(ablp_pairs=pairs, ablp_edges=edges, ablp_feats=feats)
+    record.update(ablp_pairs=pairs, ablp_edges=edges, ablp_feats=feats,
+                  ablp_repeated_edges=repeated, ablp_most_per_src=per_node[0],
+                  ablp_most_per_dst=per_node[1])
     # every node of the anchor type as seeds, the held-out (val + test) anchors among them: what
     # evaluation and inference sample around them (GLT 0.2.4 cannot collate a heterogeneous batch
     # without any edge, so the held-out anchors, which have no in-edges, are not seeded alone)

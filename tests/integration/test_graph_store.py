@@ -244,6 +244,14 @@ def _check_run(run: Path, data: Path, kind: str, direction: str) -> None:
     anchor_seeds = Counter(a for r in recs for a in r["anchor_seeds"])  # held-out ones included
     assert anchor_seeds == Counter(range(shards.manifest.node_types[src_t].count))
     for r in recs:
+        # each edge once per batch: GLT's link sampling merges the anchors' and the labels'
+        # neighbourhoods and repeats the edges both reached (glt_adapter.distinct_edges)
+        assert r["ablp_repeated_edges"] == 0, r["ablp_repeated_edges"]
+        # one walk from all the seeds (glt_adapter.one_pass_link_sampling): a node is expanded
+        # once, so no node has more edges of a type (listed in message-flow order, to the
+        # expanded node) than the largest fan-out, 4; GLT's two walks gave a label node beside
+        # its anchor up to 4 + 3
+        assert max(r["ablp_most_per_dst"].values(), default=0) <= 4, r["ablp_most_per_dst"]
         for sampled in (r["ablp_edges"], r["nbr_edges"], r["anchor_edges"]):
             for key, pairs in sampled.items():
                 key = next(iter(raw)) if key == "__homo__" else key

@@ -375,3 +375,34 @@ def test_a_stored_ablp_input_is_named_not_sent_and_resolved_to_the_sessions_own_
             adapter.sent_input(changed).to_local_sampler_input(dataset=None)
     finally:
         P.register_service(None)
+
+
+def test_distinct_edges_keeps_each_edge_once_with_its_attributes():
+    """glt_adapter.distinct_edges: the first occurrence of every (src, dst) pair of each edge
+    type stays, in order, with its edge id, weight and feature row; a type without repeats is
+    untouched; a homogeneous batch loses its repeats too, not its nodes."""
+    import torch
+    from torch_geometric.data import Data, HeteroData
+
+    from graphstore.dataset.glt_adapter import distinct_edges
+
+    batch = HeteroData()
+    buys = batch["user", "buys", "item"]
+    buys.edge_index = torch.tensor([[0, 1, 0, 2, 1, 0], [3, 0, 3, 1, 0, 2]])
+    buys.edge = torch.tensor([10, 11, 10, 12, 11, 13])
+    buys.edge_attr = torch.arange(12, dtype=torch.float32).view(6, 2)
+    buys.edge_weight = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    similar = batch["item", "similar_to", "item"]
+    similar.edge_index = torch.tensor([[0, 1], [1, 0]])
+    out = distinct_edges(batch)
+    b = out["user", "buys", "item"]
+    assert b.edge_index.tolist() == [[0, 1, 2, 0], [3, 0, 1, 2]]
+    assert b.edge.tolist() == [10, 11, 12, 13]
+    assert b.edge_attr.tolist() == [[0, 1], [2, 3], [6, 7], [10, 11]]
+    assert b.edge_weight.tolist() == pytest.approx([0.1, 0.2, 0.4, 0.6])
+    assert out["item", "similar_to", "item"].edge_index.tolist() == [[0, 1], [1, 0]]
+    homo = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 0, 2], [1, 1, 0]]),
+                edge=torch.tensor([5, 5, 6]))
+    out = distinct_edges(homo)
+    assert out.edge_index.tolist() == [[0, 2], [1, 0]] and out.edge.tolist() == [5, 6]
+    assert out.x.shape == (3, 1)
