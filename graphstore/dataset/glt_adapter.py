@@ -565,6 +565,7 @@ def init_dist_loader(loader: Any, data: Any, inputs: Any, config: Any, device: A
     from graphlearn_torch.channel import RemoteReceivingChannel
     from graphlearn_torch.distributed import DistLoader
 
+    one_pass_link_sampling()  # colocated mode samples in this process
     DistLoader.__init__(loader, data, inputs, config, device, worker_options)
     channel = getattr(loader, "_channel", None)
     if type(channel) is RemoteReceivingChannel:  # graph-store mode: batches come over RPC
@@ -801,8 +802,9 @@ async def _one_pass_edge_sampling(sampler: Any, inputs: Any) -> Any:
 
 def one_pass_link_sampling() -> None:
     """Sample an ABLP batch between two node types in one pass, as the other modes do.
-    Idempotent; installed wherever GLT samples (graphstore.dataset.sampling_worker, and
-    build_storage_dataset for colocated mode's inline sampling).
+    Idempotent; installed wherever GLT samples: every graph-store sampling worker
+    (graphstore.dataset.sampling_worker) and every process that creates a loader
+    (:func:`init_dist_loader`: colocated mode samples there, inline).
 
     GLT 0.2.4's ``DistNeighborSampler._sample_from_edges`` samples the anchors' and the label
     nodes' neighbourhoods in two separate walks and concatenates their edges

@@ -397,7 +397,6 @@ def glt_dataset(graph: PartitionGraph):
     from graphlearn_torch.distributed import DistDataset
 
     glt_adapter.skip_column_count()  # else GLT sorts every edge type's columns to count them
-    glt_adapter.one_pass_link_sampling()  # colocated mode samples in this process
     p = graph.partition
     node_pb = {nt: glt_adapter.range_partition_book(b, p) for nt, b in graph.node_bounds.items()}
     layout = "CSC" if graph.edge_dir == "in" else "CSR"
