@@ -792,8 +792,11 @@ async def _one_pass_edge_sampling(sampler: Any, inputs: Any) -> Any:
         return inducer
 
     sampler._acquire_inducer = acquire_once
-    out = await sampler._sample_from_nodes(NodeSamplerInput(node=seeds[etype[0]],
-                                                            input_type=etype[0]))
+    try:
+        out = await sampler._sample_from_nodes(NodeSamplerInput(node=seeds[etype[0]],
+                                                                input_type=etype[0]))
+    finally:  # a walk that failed before acquiring must not leave the override behind
+        sampler.__dict__.pop("_acquire_inducer", None)
     index = [id2idx(out.node[etype[0]])[src], id2idx(out.node[etype[-1]])[dst]]
     out.metadata.update({"edge_label_index": torch.stack(index, dim=0), "edge_label": label})
     out.input_type = etype
