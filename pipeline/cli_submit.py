@@ -79,11 +79,12 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     # every config that would fail later on Vertex AI is refused here, before anything is sent
     check_for_vertex(task, res, image=args.image, run_root=run_root, task_file=args.task_config,
                      resource_file=args.resource_config)
+    submitter = None  # the submitter's credentials (--dry-run: none needed)
     if not args.dry_run:  # no credentials: one line naming the login command, before sizing
         import google.auth  # reads the raw tables' sizes with them
 
         with vertex.credentials_needed():
-            google.auth.default()
+            submitter = google.auth.default()[0]
     check_sizes(task, res, args)  # a storage machine that cannot hold its partition: refused
     from graphstore.config import ConfigError
     from pipeline.bigquery_checks import bigquery_engine_problems
@@ -94,7 +95,7 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
         print(f"submit: BigQuery engine not checked: {type(exc).__name__}: {exc}"[:300],
               file=sys.stderr, flush=True)
         problems = []
-    problems += service_account_problems(task, res, run_root, args)
+    problems += service_account_problems(task, res, run_root, args, submitter)
     if problems:
         raise ConfigError(problems)
     template = os.path.join(tmp, "pipeline.yaml")
@@ -109,10 +110,12 @@ def build_job(args: argparse.Namespace, run_id: str, tmp: str):
     return job, res
 
 
-def service_account_problems(task, res, run_root: str, args: argparse.Namespace) -> list:
-    """What the run's service account lacks (pipeline.service_account_checks); lines it could not
-    check or confirm go to stderr. Not asked with ``--dry-run`` (no credentials), nor without a
-    service account in the resource config (Vertex AI then runs as the project's default one)."""
+def service_account_problems(task, res, run_root: str, args: argparse.Namespace,
+                             submitter) -> list:
+    """What the run's service account lacks (pipeline.service_account_checks), asked with the
+    ``submitter``'s credentials (None with ``--dry-run``); lines it could not check or confirm go
+    to stderr. Not asked with ``--dry-run``, nor without a service account in the resource config
+    (Vertex AI then runs as the project's default one)."""
     from pipeline.service_account_checks import (AsServiceAccount, needed_permissions,
                                                  permission_problems)
 
@@ -122,9 +125,7 @@ def service_account_problems(task, res, run_root: str, args: argparse.Namespace)
         print(f"submit: service account permissions not checked ({why})", file=sys.stderr,
               flush=True)
         return []
-    import google.auth
-
-    account = AsServiceAccount(email, google.auth.default()[0])
+    account = AsServiceAccount(email, submitter)
     outcome = permission_problems(needed_permissions(task, res, run_root), account,
                                   args.task_config)
     for line in outcome.notes:

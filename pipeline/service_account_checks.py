@@ -124,25 +124,22 @@ class Outcome:
     notes: list[str]
 
 
-def _bucket(uri: str) -> str:
-    return uri[len("gs://"):].split("/", 1)[0]
-
-
 def needed_permissions(task: "TaskConfig", res: "ResourceConfig", run_root: str) -> list[Needed]:
     """What the run needs, in the order it needs it (module docs)."""
     from graphstore.io.bigquery_source import parse
+    from graphstore.io.uris import is_gcs, split_gcs
     from graphstore.partition.configured import scratch_project
     from graphstore.planning.bigquery_cost import uses_bigquery_engine
     from pipeline.bigquery_checks import source_keys
 
-    out = [Needed("bucket", _bucket(run_root), RUN_BUCKET, "--run-root",
+    out = [Needed("bucket", split_gcs(run_root)[0], RUN_BUCKET, "--run-root",
                   "runs folder: every stage writes there", flag=True)]
     sources = source_keys(task)
     seen = {out[0].name}
     for key, uri in sources:
-        if uri.startswith("gs://") and _bucket(uri) not in seen:
-            seen.add(_bucket(uri))
-            out.append(Needed("bucket", _bucket(uri), SOURCE_BUCKET, key, "raw files"))
+        if is_gcs(uri) and split_gcs(uri)[0] not in seen:
+            seen.add(split_gcs(uri)[0])
+            out.append(Needed("bucket", split_gcs(uri)[0], SOURCE_BUCKET, key, "raw files"))
     if uses_bigquery_engine(task):
         project = scratch_project(task)
         out.append(Needed("project", project, ("bigquery.jobs.create",),
