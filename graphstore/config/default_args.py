@@ -73,6 +73,10 @@ class TrainerArgs:
     # (the first supervision type's); the best step's weights are checkpointed and tested; 0: off
     log_every_steps: int = 20
     eval_candidates: int = field(default=500, metadata={"min": 1})  # shared random candidates per pair
+    full_ranking_k: int = field(default=20, metadata={"min": 0})  # test recall@k / NDCG@k over
+    # every label node (training pairs masked), besides the sampled ranking; 0: off
+    full_ranking_max_labels: int = field(default=100_000, metadata={"min": 1})  # larger label
+    # types skip the full ranking (each test anchor is scored against every label node)
     hidden_dim: int = 64
     out_dim: int = 64
     num_layers: int = field(default=2, metadata={"min": 1})

@@ -15,6 +15,14 @@ pairs of every rank (gathered), each embedding baseline on one rank (spread over
 they fit side by side) and sent to the others. Sums are all-reduced, so every rank returns the
 same result. Loaders are created in the same order on every rank (a collective); ``Evaluator``
 keeps them between evaluations. Ranking runs on the CPU.
+
+Full ranking (graphstore.training.full_ranking), on the test split only, when
+``full_ranking_k`` > 0 and the label type has at most ``full_ranking_max_labels`` nodes: every
+label node is embedded (the candidates when they are all of them, else one more loader over
+every id); each anchor of the split is ranked against all of them, its training pairs (gathered
+for the baselines) masked. The anchors' embeddings come from the same pair batches the sampled
+ranking reads (an anchor's first batch); the ranks share their anchors and pairs, then each
+ranks every ``world``-th anchor (ascending id), for the model and every baseline.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from graphstore.training.baselines import (
 from graphstore.training.batches import seed_count
 from graphstore.training.candidates import by_partition, fingerprint, sample_candidates
 from graphstore.training.collectives import all_gather_rows, broadcast_from
+from graphstore.training.full_ranking import PairIndex, finalize as finalize_full, score_in_chunks
 from graphstore.training.job import Job, Supervision
 
 log = logging.getLogger(__name__)
@@ -62,6 +71,8 @@ class Evaluator:
         self.job, self.args = job, args
         self.fit_device, self.fit_budget_s = fit_device, fit_budget_s
         self._candidates: dict[str, tuple[object, torch.Tensor]] = {}
+        self._all_labels: dict[str, tuple[object, torch.Tensor]] = {}
+        self.train_pairs: dict[str, PairIndex] = {}  # every rank's training pairs, per type
         self._pairs: dict[tuple[str, str], object] = {}
         self.scorers: dict[str, dict[str, Scorer]] = {}
         self.anchor_degree: dict[str, torch.Tensor] = {}
@@ -82,6 +93,7 @@ class Evaluator:
             n_label = job.meta.node_counts[sup.label_type]
             self.anchor_degree[sup.key] = torch.bincount(pairs[0], minlength=n_anchor)
             self.label_degree[sup.key] = torch.bincount(pairs[1], minlength=n_label)
+            self.train_pairs[sup.key] = PairIndex.from_pairs(pairs, n_anchor, n_label)
             self.scorers[sup.key] = {}
             if "popularity" in args.baselines:
                 self.scorers[sup.key]["popularity"] = PopularityScorer(self.label_degree[sup.key])
@@ -115,23 +127,31 @@ class Evaluator:
         return {**first, "by_supervision_edge_type": results}
 
     def close(self) -> None:
-        for loader in [*self._pairs.values(), *(c[0] for c in self._candidates.values())]:
+        nodes = [*self._candidates.values(), *self._all_labels.values()]
+        for loader in [*self._pairs.values(), *(c[0] for c in nodes)]:
             loader.shutdown()
         self._pairs.clear()
         self._candidates.clear()
+        self._all_labels.clear()
+
+    def _node_loader(self, sup: Supervision, ids: torch.Tensor):
+        """A loader over label nodes ``ids``: each rank gets those its input partitions own."""
+        from graphstore.dataset.loaders import DistNeighborLoader
+
+        job, args = self.job, self.args
+        book = job.ds.fetch_node_partition_book(sup.label_type)
+        inputs = by_partition(ids, book, tuple(job.ds.input_partitions))
+        return DistNeighborLoader(job.ds, list(args.num_neighbors), sup.node_input(inputs),
+                                  batch_size=1024, num_workers=args.sampling_workers)
 
     def _loaders(self, sup: Supervision, split: str):
-        from graphstore.dataset.loaders import DistABLPLoader, DistNeighborLoader
+        from graphstore.dataset.loaders import DistABLPLoader
 
         job, args = self.job, self.args
         if sup.key not in self._candidates:
             ids = sample_candidates(job.meta.node_counts[sup.label_type], args.eval_candidates,
                                     args.seed)
-            book = job.ds.fetch_node_partition_book(sup.label_type)
-            inputs = by_partition(ids, book, tuple(job.ds.input_partitions))
-            loader = DistNeighborLoader(job.ds, list(args.num_neighbors), sup.node_input(inputs),
-                                        batch_size=1024, num_workers=args.sampling_workers)
-            self._candidates[sup.key] = (loader, ids)
+            self._candidates[sup.key] = (self._node_loader(sup, ids), ids)
         if (sup.key, split) not in self._pairs:
             self._pairs[sup.key, split] = DistABLPLoader(
                 job.ds, list(args.num_neighbors), sup.ablp_input(split),
@@ -164,16 +184,20 @@ class Evaluator:
         scorers = self.scorers.get(sup.key, {})
         degree = self.anchor_degree.get(sup.key)
         names = ["model", *scorers]
+        n_labels = job.meta.node_counts[sup.label_type]
+        full = self._full_ranking_on(sup, split)
+        seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (a, a_id, p_id)
         model.eval()
         with torch.no_grad():
             cand_emb, cand_id = self._embed_candidates(model, sup, cand_loader, expected)
-            n_labels = job.meta.node_counts[sup.label_type]
             known = sup.positive_pairs(cand_id)
             known = torch.unique(known[0] * n_labels + known[1])  # (anchor, candidate) keys
             sums, cold = torch.zeros(len(names), 5), torch.zeros(1)
             for batch in loader:
                 a, p, a_id, p_id = job.pair_embeddings(model, batch, sup)
                 a_id, p_id = a_id.cpu(), p_id.cpu()
+                if full:
+                    seen.append((a.cpu(), a_id, p_id))
                 mask = torch.isin(a_id[:, None] * n_labels + cand_id[None, :], known)
                 rows = [M.metric_sums(M.ranks((a * p).sum(-1).cpu(), (a @ cand_emb.T.to(a.device)).cpu(),
                                               mask))]
@@ -183,6 +207,8 @@ class Evaluator:
                 sums += torch.stack(rows)
                 if degree is not None:
                     cold += (degree[a_id] == 0).sum()
+            ranked = (self._full_ranking(model, sup, seen, scorers, cand_emb, cand_id)
+                      if full else None)
         dist.all_reduce(sums)
         dist.all_reduce(cold)
         model.train()
@@ -192,7 +218,59 @@ class Evaluator:
         result.update(candidates_per_pair=int(cand_id.numel()), candidates=fingerprint(cand_id))
         if degree is not None:
             result["cold_anchor_share"] = round(float(cold) / count, 4) if count else 0.0
+        if ranked is not None:
+            result["full_ranking"] = ranked
         return result
+
+    def _full_ranking_on(self, sup: Supervision, split: str) -> bool:
+        args = self.args
+        n_labels = self.job.meta.node_counts[sup.label_type]
+        if split != "test" or args.full_ranking_k <= 0 or sup.key not in self.train_pairs:
+            return False
+        if n_labels > args.full_ranking_max_labels:
+            log.info("full ranking of %s skipped: %d label nodes > full_ranking_max_labels %d",
+                     sup.key, n_labels, args.full_ranking_max_labels)
+            return False
+        return True
+
+    def _full_ranking(self, model, sup: Supervision,
+                      seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+                      scorers: dict[str, Scorer], cand_emb: torch.Tensor,
+                      cand_id: torch.Tensor) -> dict:
+        """``{"k", "labels", "model": {...}, <baseline>: {...}}`` (module docs). A collective."""
+        job, args, k = self.job, self.args, self.args.full_ranking_k
+        n_anchors = job.meta.node_counts[sup.anchor_type]
+        n_labels = job.meta.node_counts[sup.label_type]
+        label_id = torch.arange(n_labels)
+        if torch.equal(cand_id, label_id):
+            label_emb = cand_emb
+        else:
+            if sup.key not in self._all_labels:
+                self._all_labels[sup.key] = (self._node_loader(sup, label_id), label_id)
+            label_emb, _ = self._embed_candidates(model, sup, self._all_labels[sup.key][0], label_id)
+        emb = torch.cat([s[0] for s in seen]) if seen else torch.empty(0, args.out_dim)
+        a_id = torch.cat([s[1] for s in seen]) if seen else torch.empty(0, dtype=torch.long)
+        p_id = torch.cat([s[2] for s in seen]) if seen else torch.empty(0, dtype=torch.long)
+        pairs = torch.stack([torch.cat(all_gather_rows(a_id)), torch.cat(all_gather_rows(p_id))])
+        split = PairIndex.from_pairs(pairs, n_anchors, n_labels)
+        mine, first = _first_occurrence(a_id)
+        anchor_emb, anchors = _gather_candidates(emb[first], mine)  # every anchor once, ascending
+        rank, world = dist.get_rank(), dist.get_world_size()
+        anchor_emb, anchors = anchor_emb[rank::world], anchors[rank::world].contiguous()
+        label_emb_t = label_emb.T.contiguous()
+
+        def model_scores(part: torch.Tensor) -> torch.Tensor:
+            return anchor_emb[torch.searchsorted(anchors, part)] @ label_emb_t
+
+        score_fns = [model_scores] + [
+            (lambda part, s=s: s.candidate_scores(part, label_id)) for s in scorers.values()]
+        train = self.train_pairs[sup.key]
+        sums = torch.stack([score_in_chunks(fn, anchors, train, split, k) for fn in score_fns])
+        dist.all_reduce(sums)
+        out: dict = {"k": k, "labels": n_labels}
+        for name, row in zip(["model", *scorers], sums):
+            out[name] = finalize_full(row, k)
+        return out
 
 
 def _gather_candidates(emb: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

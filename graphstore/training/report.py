@@ -5,7 +5,7 @@ holds plus a 2-D projection of a sample of embeddings (graphstore.training.repor
 
 1. the test metrics of the model beside every baseline, per supervision type, with the protocol,
    the candidate count, the share of pairs whose anchor had no training pair (cold) and each
-   baseline's settings;
+   baseline's settings; the full-ranking recall@k / NDCG@k when metrics.json has them;
 2. plots (matplotlib, Agg, no pyplot state): the training loss per progress interval, the
    validation MRR per evaluation (model and baselines), the comparison on the test split, the
    share of step time spent waiting for batches, the stage's phase timings (and earlier pipeline
@@ -229,6 +229,13 @@ def tables(inputs: ReportInputs) -> list[tuple[str, list[str], list[list[str]]]]
                  + (f", cold anchors {result['cold_anchor_share']:.1%}"
                     if "cold_anchor_share" in result else ""))
         out.append((title, ["", *METRIC_COLUMNS, "pairs"], rows))
+        full = result.get("full_ranking")
+        if full:
+            columns = [f"recall@{full['k']}", f"ndcg@{full['k']}"]
+            rows = [[who, *(_fmt(full[who].get(c, 0.0)) for c in columns),
+                     str(int(full[who].get("count", 0)))] for who in _who(result) if who in full]
+            out.append((f"Test split, {key}, full ranking: every one of {full['labels']} label "
+                        "nodes, training pairs masked", ["", *columns, "anchors"], rows))
     settings = m.get("baselines", {})
     if settings:
         out.append(("Baseline settings", ["baseline", "settings"],

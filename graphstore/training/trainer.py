@@ -330,8 +330,9 @@ def _test_and_save(run: _Run, seconds: Callable[[], float]) -> dict:
         run.tlog.evaluation("test", run.step, test)
         run.save(summary)
         for key, r in test["by_supervision_edge_type"].items():
-            log.info("train done steps=%d %s test_mrr=%.4f %s seconds=%.1f", run.step, key,
-                     r["model"]["mrr"], _baseline_mrrs(r, "test_"), summary["seconds"])
+            log.info("train done steps=%d %s test_mrr=%.4f %s%s seconds=%.1f", run.step, key,
+                     r["model"]["mrr"], _baseline_mrrs(r, "test_"), _full_ranking(r),
+                     summary["seconds"])
     return summary
 
 
@@ -380,13 +381,27 @@ def _tensorboard(run_dir: str):
 def _protocol(args: TrainerArgs) -> str:
     return (f"filtered ranking of each (anchor, positive) against {args.eval_candidates} label "
             f"nodes drawn uniformly at random (seed {args.seed}), the same for the model and "
-            "every baseline; every known positive of the anchor (any split) is skipped")
+            "every baseline; every known positive of the anchor (any split) is skipped"
+            + (f"; test also full ranking: each test anchor against every label node, its "
+               f"training pairs masked, recall@{args.full_ranking_k} and "
+               f"NDCG@{args.full_ranking_k} averaged over anchors (label types of at most "
+               f"{args.full_ranking_max_labels} nodes)" if args.full_ranking_k else ""))
 
 
 def _baseline_mrrs(result: dict, prefix: str = "") -> str:
     """``popularity_mrr=0.0280 bpr_mrr=...`` of the baselines in one evaluation result."""
     return " ".join(f"{prefix}{who}_mrr={v['mrr']:.4f}" for who, v in result.items()
                     if who != "model" and isinstance(v, dict) and "mrr" in v)
+
+
+def _full_ranking(result: dict) -> str:
+    """`` full_recall@20: model=0.2101 lightgcn=...`` of a test result with a full ranking."""
+    full = result.get("full_ranking")
+    if not full:
+        return ""
+    key = f"recall@{full['k']}"
+    return f" full_{key}: " + " ".join(f"{who}={v[key]:.4f}" for who, v in full.items()
+                                       if isinstance(v, dict))
 
 
 def _report(run_dir: str, data_root: str | None, job: Job, evaluator: Evaluator,

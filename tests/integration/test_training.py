@@ -103,13 +103,20 @@ def test_graph_store_training_learns_validates_and_embeds(tmp_path):
     # random ranking among ~100 candidates gives MRR ~0.05; validation is well above it
     assert metrics["val_history"][-1]["model"]["mrr"] > 0.12, metrics["val_history"]
     # per type: train + val + test pair loaders, negatives + candidates (one set for val and test)
-    assert out.count("ablp loader ready") == 6 and out.count("nbr loader ready") == 4, out[-3000:]
+    # + every item for the test's full ranking (100 candidates are not all of them)
+    assert out.count("ablp loader ready") == 6 and out.count("nbr loader ready") == 6, out[-3000:]
     test = metrics["test"]
     # random ranking among ~100 candidates gives MRR ~0.05
     assert test["model"]["mrr"] > 0.15, test
     assert test["model"]["count"] > 100
     by_type = test["by_supervision_edge_type"]
     assert set(by_type) == {"user__buys__item", "item__similar_to__item"}
+    for key, result in by_type.items():  # full ranking over every item, well above random
+        full = result["full_ranking"]
+        assert full["k"] == 20 and full["labels"] == item_count, (key, full)
+        assert full["model"]["count"] > 50, (key, full)
+        assert full["model"]["recall@20"] > 3 * 20 / item_count, (key, full)
+        assert set(full) == {"k", "labels", "model", *metrics["baselines"]}, full
     assert by_type["user__buys__item"]["model"] == test["model"]
     similar = by_type["item__similar_to__item"]
     assert similar["model"]["count"] > 50 and similar["model"]["mrr"] > similar["popularity"]["mrr"]

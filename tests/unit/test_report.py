@@ -39,6 +39,10 @@ def test_render_has_every_plot_and_the_comparison_table():
         assert re.search(rf"\| {who} \| {mrr} \|", md), md
         assert f"<td>{who}</td><td>{mrr}</td>" in page
     assert "500 candidates per pair" in md and "loader wait share (whole run) | 31.0%" in md
+    # the full-ranking table beside it: recall@20 and NDCG@20 of the model and each baseline
+    assert "full ranking: every one of 1682 label nodes" in md
+    for who, recall, ndcg in (("model", "0.3150", "0.2100"), ("lightgcn", "0.0900", "0.0600")):
+        assert f"| {who} | {recall} | {ndcg} | 90 |" in md, md
     assert "| pipeline: partition | 1.5 |" in md and "| train: training steps | 40.3 |" in md
     # the Markdown links the plots beside it; the HTML embeds them
     assert [f"![{n}]({n}.png)" in md for n in PLOTS] == [True] * len(PLOTS)
