@@ -19,6 +19,14 @@ Roles:
   actor writes its own result file, like each colocated compute process.
 * ``pyg``: ``torch_geometric.loader.NeighborLoader`` over the same graph read from the shards,
   ``--workers`` DataLoader workers (0: sampling in the consuming process; >0: persistent).
+* ``dgl``: DGL 2.1.0's CPU sampler over the same graph read from the shards (the same reader as
+  ``pyg``), in one process: per batch ``dgl.sampling.sample_neighbors`` per hop + ``dgl.to_block``
+  + the input nodes' feature gather (benchmarks/_sampling_dgl.py, which also holds the graphbolt
+  workaround). Run with the side environment's python (.venv-dgl), not the project's; ``dgl
+  --probe`` only prints (JSON) the versions it runs on and exits.
+
+Sampled edges of a batch: ``edge_index.size(1)`` of a PyG / GLT batch (the sampled subgraph's
+edges), the edges of the blocks of a DGL batch.
 
 Profiling (``--profile-dir D``): before the timed epoch the consumer writes ``D/start`` and waits
 for ``D/go`` (the driver has attached py-spy by then); after it, it writes ``D/end``.
@@ -41,6 +49,12 @@ FANOUT, BATCH = [10, 5], 512
 GO_TIMEOUT_S = 120.0
 
 
+def _sampled_edges(batch: Any) -> int:
+    """The sampled edges of one batch (module docs)."""
+    n = getattr(batch, "sampled_edges", None)  # a DGL batch (_sampling_dgl.DGLBatch)
+    return int(n) if n is not None else int(batch.edge_index.size(1))
+
+
 def time_epochs(loader: Iterable[Any], warmup: int, epochs: int,
                 around: Callable[[str], None] | None = None) -> list[dict]:
     """Seeds, sampled edges, batches and seconds of ``warmup`` + ``epochs`` epochs over a
@@ -53,7 +67,7 @@ def time_epochs(loader: Iterable[Any], warmup: int, epochs: int,
         t0, seeds, edges, batches = time.perf_counter(), 0, 0, 0
         for batch in loader:
             seeds += int(batch.batch_size)
-            edges += int(batch.edge_index.size(1))
+            edges += _sampled_edges(batch)
             batches += 1
         rows.append({"epoch": epoch, "warmup": epoch < warmup, "batches": batches,
                      "seconds": time.perf_counter() - t0, "seeds": seeds, "edges": edges})
@@ -204,17 +218,15 @@ def replicated_main(a: argparse.Namespace) -> int:
     return 0
 
 
-# -- PyG -------------------------------------------------------------------------------------------
-def pyg_main(a: argparse.Namespace) -> int:
+# -- PyG and DGL (the graph read whole from the shards) ------------------------------------------
+def load_shard_graph(shards: str) -> tuple[Any, Any, Any, int]:
+    """Every edge (src, dst: int64 numpy) and the feature matrix (float32 [N, F]) of the
+    benchmark's homogeneous shard set, and N: what the pyg and dgl roles sample."""
     import numpy as np
-    import torch
-    from torch_geometric.data import Data
-    from torch_geometric.loader import NeighborLoader
 
     from graphstore.formats.shards.reader import ShardSet
 
-    _set_threads(a.threads)
-    s = ShardSet.open(a.shards)
+    s = ShardSet.open(shards)
     (et,) = s.manifest.edge_types
     (nt,) = s.manifest.node_types
     parts = [s.load_partition(p) for p in range(s.manifest.num_partitions)]
@@ -225,6 +237,17 @@ def pyg_main(a: argparse.Namespace) -> int:
     for p in parts:
         x[p.nodes[nt].ids] = p.nodes[nt].feats
     del parts
+    return src, dst, x, n
+
+
+def pyg_main(a: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+
+    _set_threads(a.threads)
+    src, dst, x, n = load_shard_graph(a.shards)
     data = Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=n)
     workers = {"num_workers": a.workers, "persistent_workers": a.workers > 0}
     # sampling edges into each seed (flow source_to_target), as storage samples with direction "in"
@@ -233,10 +256,35 @@ def pyg_main(a: argparse.Namespace) -> int:
     return 0
 
 
+def dgl_main(a: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _sampling_dgl
+
+    if a.probe:
+        print(json.dumps(_sampling_dgl.probe()))
+        return 0
+    _set_threads(a.threads)
+    dgl = _sampling_dgl.import_dgl()
+    dgl.utils.set_num_threads(a.threads)  # DGL's own OpenMP pool (OMP_NUM_THREADS too)
+    src, dst, x, n = load_shard_graph(a.shards)
+    loader = _sampling_dgl.DGLBlockLoader(src, dst, x, n, FANOUT, BATCH)
+    del src, dst, x  # the graph and the feature tensor hold them
+    info = _sampling_dgl.probe()
+    settings = {"sampler": "dgl.sampling.sample_neighbors per hop + dgl.to_block + x[input_nodes]",
+                "edge_dir": "in", "replace": False, "fanout_by_hop": FANOUT,
+                "dgl_omp_threads": info["dgl_omp_threads"], "dgl": info["dgl"],
+                "torch": info["torch"], "tensor_adapter_loaded": info["tensor_adapter_loaded"],
+                "graphbolt_load_error_tolerated": info["graphbolt_load_error_tolerated"]}
+    write_result(a.out, time_epochs(loader, a.warmup, a.epochs), settings)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("role", choices=("graph_store", "replicated", "pyg"))
-    ap.add_argument("--out", required=True, help="result file (JSON) to write")
+    ap.add_argument("role", choices=("graph_store", "replicated", "pyg", "dgl"))
+    ap.add_argument("--probe", action="store_true",
+                    help="dgl: print the versions it runs on (JSON) and exit")
+    ap.add_argument("--out", help="result file (JSON) to write (every role but dgl --probe)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed epochs first")
     ap.add_argument("--epochs", type=int, default=2, help="timed epochs")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
@@ -248,13 +296,16 @@ def main() -> int:
                     help="replicated: Ray workers, each iterating its share of the seeds")
     ap.add_argument("--graph", help="replicated: the graph file")
     ap.add_argument("--features", help="replicated: the features file")
-    ap.add_argument("--shards", help="pyg: the shard set")
+    ap.add_argument("--shards", help="pyg, dgl: the shard set")
     ap.add_argument("--gs-workers", type=int, help="graph_store: loader num_workers")
     ap.add_argument("--gs-concurrency", type=int, help="graph_store: loader worker_concurrency")
     ap.add_argument("--gs-prefetch", type=int, help="graph_store: loader prefetch_size")
     ap.add_argument("--profile-dir", help="graph_store: start/go/end markers (module docs)")
     a, _ = ap.parse_known_args()  # the launcher appends the stage arguments
-    return {"graph_store": graph_store_main, "replicated": replicated_main, "pyg": pyg_main}[a.role](a)
+    if a.out is None and not (a.role == "dgl" and a.probe):
+        ap.error("--out is required")
+    return {"graph_store": graph_store_main, "replicated": replicated_main, "pyg": pyg_main,
+            "dgl": dgl_main}[a.role](a)
 
 
 if __name__ == "__main__":

@@ -18,23 +18,39 @@ the same graph for every mode (one shard set; the replicated graph file is writt
                                 inline (GLT's collocated worker; the other partition over RPC)
   pyg                           torch_geometric NeighborLoader in one process (torch-sparse)
   pyg_w<cores>                  the same with num_workers = cores (persistent workers)
+  dgl                           DGL 2.1.0's CPU sampler in one process, as a user writes it: per
+                                batch dgl.sampling.sample_neighbors per hop (edge_dir "in") +
+                                dgl.to_block + the input nodes' feature gather, over the graph
+                                read from the same shards as pyg (benchmarks/_sampling_dgl.py).
+                                Runs with --dgl-python (default .venv-dgl/bin/python, made by
+                                benchmarks/dgl_env.sh: DGL cannot share the project venv); that
+                                python absent or unusable: the row is skipped, with a printed
+                                reason and a JSON warning. DGL 2.1.0 ships no graphbolt library
+                                for torch 2.3, and ``import dgl`` fails loading it: the row
+                                tolerates exactly that error (an import hook; module docs of
+                                _sampling_dgl.py), graphbolt being unused. Its blocks' source
+                                nodes include their seeds, so hop 2 samples the seeds again:
+                                more edges per seed than PyG's (compare edges/s too)
 
 Fairness: every mode's whole process tree is pinned (sched_setaffinity) to the same --cores
-CPUs, every process gets OMP_NUM_THREADS = MKL_NUM_THREADS = torch threads = --threads, Ray gets
-num_cpus = --cores. Throughput is over the --epochs timed epochs after --warmup untimed ones
-(start-up excluded; colocated: seeds summed over both machines, per epoch over the slower).
---repeats R runs every mode once, in order, R times (interleaved); medians, min and max are
-reported. Memory: each process's peak RSS (VmHWM) and peak anonymous RSS (RssAnon: mapped file
-pages, e.g. the graph file's page cache, aside), polled by the driver; "compute" is the largest
-over the processes that consume or sample or are a compute machine's parent (not storage, not
-Ray's, the launcher's or multiprocessing's own).
+CPUs, every process gets OMP_NUM_THREADS = MKL_NUM_THREADS = torch threads = --threads (DGL's
+OpenMP pool too: dgl.utils.set_num_threads), Ray gets num_cpus = --cores. Throughput is over the
+--epochs timed epochs after --warmup untimed ones (start-up excluded; colocated: seeds summed over
+both machines, per epoch over the slower). --repeats R runs every mode once, in order, R times
+(interleaved); medians, min and max are reported. Sampled edges (edges/s and edges per seed, every
+row): a PyG / GLT batch's ``edge_index`` columns, a DGL batch's block edges. Memory: each
+process's peak RSS (VmHWM) and peak anonymous RSS (RssAnon: mapped file pages, e.g. the graph
+file's page cache, aside), polled by the driver; "compute" is the largest over the processes that
+consume or sample or are a compute machine's parent (not storage, not Ray's, the launcher's or
+multiprocessing's own).
 
 Results: a table with the issue's target ratios (pass / short) and --json (default
 benchmarks/results/sampling.json), written whole at the end and only when every run succeeded (a
 failed run stops the benchmark, exit 1, naming its log). JSON (``schema_version`` 1): ``date``,
 ``command``, ``git`` (commit, uncommitted code changes), ``machine`` (cpu_count, the CPUs given
-each mode, versions), ``load_avg_1_5_15`` before and after, ``graph``, ``fairness`` (how, and
-each mode's processes), ``timing``, ``memory``, ``warnings``, ``summary`` (per scale and mode:
+each mode, versions; ``dgl_env``: the dgl row's python, dgl and torch versions, the graphbolt error
+it tolerated, or null), ``load_avg_1_5_15`` before and after, ``graph``, ``fairness`` (how, and
+each mode's processes), ``timing``, ``memory``, ``warnings`` (a skipped dgl row among them), ``summary`` (per scale and mode:
 medians, min, max), ``ratios`` (value, target, pass / short / n/a), ``runs`` (every run, with its
 process list: role, peaks, CPU seconds), ``total_seconds``. --sweep-graph-store adds graph-store rows with other loader settings
 (num_workers/worker_concurrency/prefetch_size), interleaved with the rest. --profile-graph-store
@@ -42,6 +58,7 @@ runs nothing else: one graph-store run with py-spy on the storage and compute pr
 epoch, printing where the time goes (needs py-spy and ptrace rights).
 
 usage: python benchmarks/sampling.py [--edges 1000000] [--scales 1,4] [--repeats 3]
+         [--modes pyg,dgl] [--dgl-python .venv-dgl/bin/python] [--json FILE]
 """
 
 from __future__ import annotations
@@ -64,6 +81,7 @@ from _sampling_profile import find_py_spy, profile_graph_store  # noqa: E402
 from _sampling_report import print_table, results_doc  # noqa: E402
 
 MODES_PY = Path(__file__).resolve().parent / "_sampling_modes.py"
+DEFAULT_DGL_PYTHON = REPO / ".venv-dgl" / "bin" / "python"
 DEFAULT_SWEEP = "1/8/8,1/16/16,2/4/4,2/8/8"
 
 
@@ -96,7 +114,9 @@ def modes_for(cores: int, sweep: list[tuple[int, int, int]]) -> list[Mode]:
                            "(GLT's collocated worker; the other partition over RPC)"),
             Mode("pyg", "pyg", processes="1 process, sampling inline"),
             Mode(f"pyg_w{cores}", "pyg", workers=cores,
-                 processes=f"1 consumer + {cores} persistent DataLoader workers")]
+                 processes=f"1 consumer + {cores} persistent DataLoader workers"),
+            Mode("dgl", "dgl", processes="1 process (--dgl-python), sampling inline: "
+                 "sample_neighbors per hop + to_block + feature gather")]
     for w, c, p in sweep:
         out.append(Mode(f"graph_store_w{w}c{c}p{p}", "launch",
                         knobs={"num_workers": w, "worker_concurrency": c, "prefetch_size": p},
@@ -196,7 +216,8 @@ def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Pat
         return [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp),
                 "--resource-config", str(rp), "--stage", "train", "--run-dir", str(root / "run"),
                 "--timeout-s", str(a.timeout_s)]
-    argv = [sys.executable, str(MODES_PY), mode.kind] + _consumer_args(a, out) + \
+    python = a.dgl_python if mode.kind == "dgl" else sys.executable
+    argv = [python, str(MODES_PY), mode.kind] + _consumer_args(a, out) + \
         ["--workers", str(mode.workers)]
     if mode.kind == "replicated":
         return argv + ["--graph", run.graph_file, "--features", run.features_file,
@@ -320,6 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "processes; first scale) and print the top frames by category")
     ap.add_argument("--py-spy", default=None, help="py-spy executable (default: py-spy on PATH)")
     ap.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    ap.add_argument("--dgl-python", default=None, metavar="PATH",
+                    help="python of the DGL side environment the dgl row runs with (default "
+                         f"{DEFAULT_DGL_PYTHON.relative_to(REPO)} if it exists, else the row is "
+                         "skipped; make it with benchmarks/dgl_env.sh)")
     ap.add_argument("--timeout-s", type=int, default=1800, help="a run still going after this fails")
     ap.add_argument("--work", default=str(REPO / ".data" / "bench-sampling"),
                     help="graphs, configs, logs and per-run results (reused across runs)")
@@ -355,10 +380,47 @@ def check_args(a: argparse.Namespace) -> tuple[list[int], list[Mode]]:
         if unknown:
             usage_error(f"--modes: unknown {unknown}; choose from {[m.name for m in modes]}")
         modes = [m for m in modes if m.name in wanted or m.name.startswith("graph_store_")]
+    a.skipped, a.dgl_info = [], None
+    if any(m.kind == "dgl" for m in modes) and not a.profile_graph_store:
+        reason = check_dgl(a)
+        if reason:
+            modes = [m for m in modes if m.kind != "dgl"]
+            a.skipped.append(f"dgl row skipped: {reason}")
     if a.profile_graph_store and find_py_spy(a.py_spy) is None:
         usage_error(f"--profile-graph-store: py-spy not found ({a.py_spy or 'none on PATH'}): "
                     "install it (pip install py-spy) or give --py-spy PATH")
     return scales, modes
+
+
+def check_dgl(a: argparse.Namespace) -> str | None:
+    """Resolve ``a.dgl_python`` and probe it (``a.dgl_info``: the versions it runs on); why the
+    dgl row cannot run, or None. An explicit --dgl-python that is missing or does not work is a
+    usage error; the default one missing or not working skips the row."""
+    explicit = a.dgl_python is not None
+    python = Path(a.dgl_python) if explicit else DEFAULT_DGL_PYTHON
+    if not python.exists():
+        if explicit:
+            usage_error(f"--dgl-python {python}: no such file")
+        return f"no DGL environment ({python} absent: make it with benchmarks/dgl_env.sh)"
+    a.dgl_python = str(python)
+    err = "no output"
+    try:
+        r = subprocess.run([a.dgl_python, str(MODES_PY), "dgl", "--probe"], cwd=REPO,
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, OMP_NUM_THREADS=str(a.threads),
+                                    MKL_NUM_THREADS=str(a.threads)))
+        if r.returncode == 0:
+            a.dgl_info = json.loads(r.stdout.strip().splitlines()[-1])
+        else:
+            err = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        err = repr(e)
+    if a.dgl_info is None:
+        why = f"{a.dgl_python} cannot import DGL ({err}); remake it with benchmarks/dgl_env.sh"
+        if explicit:
+            usage_error(f"--dgl-python: {why}")
+        return why
+    return None
 
 
 def run_all(a: argparse.Namespace, scales: list[int], modes: list[Mode],
@@ -383,6 +445,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def main() -> int:
     a = build_parser().parse_args()
     scales, modes = check_args(a)
+    for line in a.skipped:
+        print(f"# {line}", flush=True)
     signal.signal(signal.SIGTERM, _on_sigterm)
     t_start = time.perf_counter()
     roots = {}
@@ -396,6 +460,8 @@ def main() -> int:
     load_before = os.getloadavg()
     runs = run_all(a, scales, modes, roots)
     doc = results_doc(a, scales, {m.name: m.processes for m in modes}, runs, load_before)
+    doc["warnings"] = a.skipped + doc["warnings"]
+    doc["machine"]["dgl_env"] = a.dgl_info
     doc["total_seconds"] = round(time.perf_counter() - t_start, 1)
     print_table(doc["summary"], doc["ratios"], doc["fairness"], doc["timing"])
     for line in doc["warnings"]:
