@@ -452,7 +452,7 @@ def main() -> int:
     roots = {}
     for scale in scales:
         t0 = time.perf_counter()
-        roots[scale] = prepare(Path(a.work), a.edges * scale)
+        roots[scale] = prepare(Path(a.work).resolve(), a.edges * scale)
         print(f"# prepared {a.edges * scale:,} edges in {time.perf_counter() - t0:.0f} s: {roots[scale]}",
               flush=True)
     if a.profile_graph_store:

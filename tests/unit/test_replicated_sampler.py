@@ -149,3 +149,40 @@ def test_each_node_draws_a_uniform_subset_of_its_neighbours():
     pos, owner = pick_neighbours(indptr, torch.tensor([1, 2, 0]), 3, replace=False)
     assert torch.equal(owner[:2], torch.tensor([1, 1])) and torch.equal(pos[:2], torch.tensor([8, 9]))
     assert (owner == 2).sum() == 3 and not (owner == 0).any()
+
+
+def test_relabel_keeps_known_ids_first_and_appends_new_ones_once_in_first_seen_order():
+    """``relabel`` against its definition on random ids with repeats (and large ids that differ
+    only in their high bits, so the hash table's probing is exercised): ``known`` kept in place,
+    each missing id of ``found`` appended once in the order ``found`` first holds it, every
+    ``found`` id mapped to its index."""
+    from graphstore.modes.replicated.sampler import relabel
+
+    rng = np.random.default_rng(3)
+    for n, m, high in ((0, 0, 10), (0, 50, 20), (30, 0, 100), (500, 4000, 3000),
+                       (64, 1000, 1 << 40)):
+        known = torch.from_numpy(rng.choice(high, size=n, replace=False).astype(np.int64))
+        if high > 1 << 30:  # ids differing only in their high bits
+            known = known << 20
+        pool = np.concatenate([known.numpy(), rng.integers(0, high, size=m) << (20 if high > 1 << 30 else 0)])
+        found = torch.from_numpy(rng.choice(pool, size=m).astype(np.int64)) if m else known[:0]
+        nodes, local = relabel(known, found)
+        new = list(dict.fromkeys(i for i in found.tolist() if i not in set(known.tolist())))
+        assert nodes.tolist() == known.tolist() + new
+        assert torch.equal(nodes[local], found)
+
+
+def test_a_seeded_generator_repeats_its_sample_and_different_seeds_differ(graph):
+    _, g, _ = graph
+    nt = g.metadata.node_types[0]
+    seeds = {nt: torch.arange(min(30, g.metadata.node_counts[nt]))}
+
+    def draw(seed: int):
+        sampler = CsrSampler(g, [2, 2], generator=torch.Generator().manual_seed(seed))
+        return [sampler.sample(seeds) for _ in range(3)]
+
+    a, b, c = draw(11), draw(11), draw(12)
+    key = lambda subs: [(m, e.tolist()) for s in subs for m, e in sorted(s.edge_id.items())]
+    assert key(a) == key(b)
+    assert key(a) != key(c)
+    assert key(a[:1]) != key(a[1:2])  # consecutive calls draw afresh

@@ -3,7 +3,8 @@
 Import cost is nothing until a name is used (resolved lazily): torch and Ray
 load only with the names that need them. Modules: ``format`` (the graph and features file
 format), ``writer`` (written from a shard set), ``graph_file`` (opened without copying),
-``sampler`` (vectorised torch ops over the mapped CSR), ``arrow_batch`` (a sampled subgraph as
+``sampler`` (neighbour sampling over the mapped CSR), ``kernels`` (its compiled per-hop
+kernels, numba), ``arrow_batch`` (a sampled subgraph as
 an Arrow row, and ``collate_to_pyg``), ``datasource`` (the Ray Data source and
 ``create_sampling_dataset``).
 """

@@ -286,7 +286,7 @@ def _sample(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[tuple[An
         sub = sampler.sample(seeds)
         x = {}
         if feats is not None:
-            x = {nt: feats.x(nt)[sub.node[nt]] for nt in sub.node if feats.has(nt)}
+            x = {nt: feats.rows(nt, sub.node[nt]) for nt in sub.node if feats.has(nt)}
         yield sub, x, link
 
 

@@ -1,21 +1,18 @@
-"""Neighbour sampling over a mapped graph file, vectorised with torch's compiled ops.
+"""Neighbour sampling over a mapped graph file, one compiled kernel per hop and edge type.
 
 :class:`CsrSampler` walks the mapped CSR tensors of
-:class:`~graphstore.modes.replicated.graph_file.GraphFile` directly (the ops read the ``indptr`` /
-``indices`` pages they touch; nothing is copied). Per hop and per edge type: at most ``fanout``
-neighbours of every frontier node (the nodes first reached in the previous hop; the seeds at
-hop 0), a uniform subset without replacement unless ``replace`` (then exactly ``fanout`` uniform
-draws); every neighbour when the degree is at most ``fanout``; ``-1``: every neighbour; ``0``:
-none. Randomness comes from the sampler's ``generator`` (default torch's global one:
-``torch.manual_seed`` then makes a sample reproducible).
+:class:`~graphstore.modes.replicated.graph_file.GraphFile` directly (the kernels read the
+``indptr`` / ``indices`` pages they touch; nothing is copied). Per hop and per edge type: at most
+``fanout`` neighbours of every frontier node (the nodes first reached in the previous hop; the
+seeds at hop 0), a uniform subset without replacement unless ``replace`` (then exactly ``fanout``
+uniform draws); every neighbour when the degree is at most ``fanout``; ``-1``: every neighbour;
+``0``: none. Randomness comes from the sampler's ``generator`` (default torch's global one:
+``torch.manual_seed`` then makes a sample reproducible): one draw per kernel call seeds it.
 
-How: whole-frontier tensor ops (:func:`pick_neighbours`; Floyd's subset algorithm with one step
-per fanout slot, vectorised over the nodes) and a sort-based relabelling (:func:`relabel`);
-Python loops run per hop, edge type and fanout slot, never per node. Measured here (1 M-edge
-homogeneous graph, fan-out [10, 5], 512 seeds, one thread, 60 batches, 3 rounds interleaved;
-2026-12-01): 5.8-9.5 ms per batch against 28.3-31.6 ms for torch-sparse's ``neighbor_sample``
-kernel (PyG's sampler without pyg-lib) on the same mapped tensors, with the same edges per batch
-(19.55 k).
+How: per hop and edge type, :func:`pick_neighbours` (one pass over the frontier, Floyd's subset
+algorithm per node) and per hop and node type :func:`relabel` (a hash table of the ids known so
+far), both compiled with numba (graphstore.modes.replicated.kernels); Python runs per hop and
+edge type, never per node.
 
 Edge direction, as in graph-store mode (GLT): a node's row in the file holds the edges the
 sampler walks from it (``in``: edges pointing into it; ``out``: edges leaving it), and the output
@@ -26,7 +23,8 @@ GLT's naming), ``edge_index[0]`` their destinations. ``e_id`` are the stored edg
 
 Output (:class:`SampledSubgraph`): per node type (every type of the graph) the global ids of the
 sampled nodes, the seeds first in the order given (seeds must be unique per type), then each
-hop's new nodes in id order; ``edge_index`` (every message type, possibly empty) holds local
+hop's new nodes in the order they were first sampled (edge types in :attr:`message_types` order,
+each type's edges grouped by the node that sampled them, in frontier order); ``edge_index`` (every message type, possibly empty) holds local
 indices into those lists (relabelled), edges grouped by the node that sampled them.
 """
 
@@ -35,13 +33,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from graphstore.config import EdgeType
 from graphstore.runtime.errors import UsageError
+from graphstore.modes.replicated import kernels
 from graphstore.modes.replicated.graph_file import GraphFile, View
 
 EdgeTypeTuple = tuple[str, str, str]
+_SEED_BOUND = 2**62  # the kernels' seeds: one draw in [0, bound) from the sampler's generator
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,14 @@ class CsrSampler:
         # per stored type: the message type it comes out as, and its mapped CSR
         self._message: dict[EdgeType, EdgeType] = {
             et: (et if graph.edge_dir == "in" else et.reverse()) for et in meta.edge_types}
+        # numpy views of the mapped tensors (the kernels take numpy; numpy's gathers are several
+        # times faster than torch indexing at these sizes, measured 2026-12-07)
         self._colptr, self._row, self._eids, self._fanout = {}, {}, {}, {}
         for et, msg in self._message.items():
             indptr, indices, eids = graph.csr(et, view)
             key = str(msg)
-            self._colptr[key], self._row[key], self._eids[key] = indptr, indices, eids
+            self._colptr[key], self._row[key], self._eids[key] = (
+                indptr.numpy(), indices.numpy(), eids.numpy())
             self._fanout[key] = list(fanouts[et])
         self._types = [msg.as_tuple() for msg in self._message.values()]
         self._keys = {msg.as_tuple(): str(msg) for msg in self._message.values()}
@@ -102,37 +106,54 @@ class CsrSampler:
             if int(s.min()) < 0 or int(s.max()) >= n:
                 raise UsageError(f"seed ids of {nt!r} must be in [0, {n}), got {int(s.min())}.."
                                  f"{int(s.max())}")
-        empty = torch.empty(0, dtype=torch.long)
-        node = {nt: seeds.get(nt, empty) for nt in self.node_types}
+        empty = np.empty(0, np.int64)
+        node = {nt: seeds[nt].numpy() if nt in seeds else empty for nt in self.node_types}
         begin = {nt: 0 for nt in self.node_types}  # the frontier: node[nt][begin[nt]:]
-        rows: dict[EdgeTypeTuple, list[torch.Tensor]] = {msg: [] for msg in self._types}
-        cols: dict[EdgeTypeTuple, list[torch.Tensor]] = {msg: [] for msg in self._types}
-        edges: dict[EdgeTypeTuple, list[torch.Tensor]] = {msg: [] for msg in self._types}
+        rows: dict[EdgeTypeTuple, list[np.ndarray]] = {msg: [] for msg in self._types}
+        cols: dict[EdgeTypeTuple, list[np.ndarray]] = {msg: [] for msg in self._types}
+        edges: dict[EdgeTypeTuple, list[np.ndarray]] = {msg: [] for msg in self._types}
         for hop in range(self.num_hops):
-            found: dict[str, list[tuple[EdgeTypeTuple, torch.Tensor]]] = {}
+            found: dict[str, list[tuple[EdgeTypeTuple, np.ndarray]]] = {}
             for msg in self._types:
                 key, (src_t, _, dst_t) = self._keys[msg], msg
                 frontier = node[dst_t][begin[dst_t]:]
-                if not frontier.numel():
+                fanout = self._fanout[key][hop]
+                if not frontier.shape[0] or fanout == 0:
                     continue
-                pos, owner = pick_neighbours(self._colptr[key], frontier,
-                                             self._fanout[key][hop], self.replace, self.generator)
-                cols[msg].append(owner + begin[dst_t])
+                pos, owner = kernels.pick_neighbours(self._colptr[key], frontier, fanout,
+                                                     self.replace, self._kernel_seed())
+                owner += begin[dst_t]
+                cols[msg].append(owner)
                 edges[msg].append(pos)
                 found.setdefault(src_t, []).append((msg, self._row[key][pos]))
             for nt in self.node_types:
-                begin[nt] = node[nt].numel()
+                begin[nt] = node[nt].shape[0]
             for nt, parts in found.items():
-                node[nt], local = relabel(node[nt], torch.cat([ids for _, ids in parts]))
-                for (msg, ids), part in zip(parts, local.split([ids.numel() for _, ids in parts])):
-                    rows[msg].append(part)
+                ids = parts[0][1] if len(parts) == 1 else np.concatenate([i for _, i in parts])
+                node[nt], local = kernels.relabel(node[nt], ids)
+                at = 0
+                for msg, part in parts:
+                    rows[msg].append(local[at:at + part.shape[0]])
+                    at += part.shape[0]
         edge_index, edge_id = {}, {}
         for msg in self._types:
-            edge_index[msg] = torch.stack([torch.cat(rows[msg] or [empty]),
-                                           torch.cat(cols[msg] or [empty])])
-            edge_id[msg] = self._eids[self._keys[msg]][torch.cat(edges[msg] or [empty])]
-        return SampledSubgraph(node=node, num_seeds={nt: int(s.numel()) for nt, s in seeds.items()},
+            pos = _joined(edges[msg])
+            edge_index[msg] = torch.from_numpy(np.stack([_joined(rows[msg]), _joined(cols[msg])]))
+            edge_id[msg] = torch.from_numpy(self._eids[self._keys[msg]][pos])
+        return SampledSubgraph(node={nt: torch.from_numpy(ids) for nt, ids in node.items()},
+                               num_seeds={nt: int(s.numel()) for nt, s in seeds.items()},
                                edge_index=edge_index, edge_id=edge_id)
+
+    def _kernel_seed(self) -> int:
+        """The seed of one kernel call: one draw from the sampler's generator (module docs)."""
+        return int(torch.randint(0, _SEED_BOUND, (1,), generator=self.generator))
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """``parts`` end to end (the one part itself, no copy; empty int64 when none)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int, replace: bool,
@@ -141,58 +162,23 @@ def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int, r
     """One hop over a CSR: the positions (into its ``indices``) of the edges every ``frontier``
     node samples, and for each the index of its node in ``frontier``; edges grouped by node in
     frontier order. Without ``replace``: ``min(degree, fanout)`` distinct edges per node, a
-    uniform subset (Floyd's algorithm, vectorised over the nodes: one step per fanout slot);
-    with it, ``fanout`` uniform draws per node of degree > 0; ``fanout`` -1: every edge."""
-    start = indptr[frontier]
-    degree = indptr[frontier + 1] - start
-    if fanout == 0:
+    uniform subset; with it, ``fanout`` uniform draws per node of degree > 0; ``fanout`` -1:
+    every edge (graphstore.modes.replicated.kernels.pick_neighbours, seeded by one draw from
+    ``generator``)."""
+    if fanout == 0 or not frontier.numel():
         return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
-    if fanout < 0:
-        take = degree
-    elif replace:
-        take = torch.where(degree > 0, fanout, 0)
-    else:
-        take = torch.clamp(degree, max=fanout)
-    owner = torch.repeat_interleave(take)
-    if fanout > 0 and replace:
-        offset = (torch.rand(owner.numel(), dtype=torch.float64, generator=generator)
-                  * degree[owner]).long()
-        return start[owner] + offset, owner
-    first = torch.cumsum(take, 0) - take  # where each node's edges start in the output
-    offset = torch.arange(owner.numel()) - first[owner]  # 0..take-1 within each node
-    if fanout > 0:
-        big = torch.nonzero(degree > fanout).view(-1)
-        if big.numel():
-            chosen = _floyd(degree[big], fanout, generator)
-            slots = first[big].unsqueeze(1) + torch.arange(fanout)
-            offset[slots.view(-1)] = chosen.view(-1)
-    return start[owner] + offset, owner
-
-
-def _floyd(degree: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
-    """``[len(degree), k]``: per row, ``k`` distinct uniform offsets in ``[0, degree)`` (every
-    degree > k). Floyd: slot i draws t in [0, d-k+i]; a t drawn before becomes d-k+i."""
-    chosen = torch.empty((degree.numel(), k), dtype=torch.long)
-    for i in range(k):
-        top = degree - k + i
-        t = (torch.rand(degree.numel(), dtype=torch.float64, generator=generator)
-             * (top + 1)).long()
-        if i:
-            t = torch.where((chosen[:, :i] == t.unsqueeze(1)).any(1), top, t)
-        chosen[:, i] = t
-    return chosen
+    seed = int(torch.randint(0, _SEED_BOUND, (1,), generator=generator))
+    pos, owner = kernels.pick_neighbours(indptr.numpy(), frontier.numpy(), int(fanout),
+                                         bool(replace), seed)
+    return torch.from_numpy(pos), torch.from_numpy(owner)
 
 
 def relabel(known: torch.Tensor, found: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``known`` (unique ids) extended by the ids of ``found`` it lacks (appended in id order),
-    and the local index of every ``found`` id in that list."""
-    n = known.numel()
-    uniq, inverse = torch.unique(torch.cat([known, found]), return_inverse=True)
-    local = torch.full((uniq.numel(),), -1, dtype=torch.long)
-    local[inverse[:n]] = torch.arange(n)
-    new = torch.nonzero(local < 0).view(-1)
-    local[new] = n + torch.arange(new.numel())
-    return torch.cat([known, uniq[new]]), local[inverse[n:]]
+    """``known`` (unique ids) extended by the ids of ``found`` it lacks (appended in the order
+    ``found`` first holds them), and the local index of every ``found`` id in that list
+    (graphstore.modes.replicated.kernels.relabel)."""
+    nodes, local = kernels.relabel(known.numpy(), found.numpy())
+    return torch.from_numpy(nodes), torch.from_numpy(local)
 
 
 def _fanouts(num_neighbors: Sequence[int] | Mapping, edge_types: Sequence[EdgeType]
