@@ -397,6 +397,8 @@ def glt_dataset(graph: PartitionGraph):
     from graphlearn_torch.distributed import DistDataset
 
     glt_adapter.skip_column_count()  # else GLT sorts every edge type's columns to count them
+    glt_adapter.slice_seed_batches()  # else GLT batches seeds one 0-d tensor at a time
+    glt_adapter.gather_feature_rows()  # index_select: ~3x faster than GLT's advanced indexing
     p = graph.partition
     node_pb = {nt: glt_adapter.range_partition_book(b, p) for nt, b in graph.node_bounds.items()}
     layout = "CSC" if graph.edge_dir == "in" else "CSR"

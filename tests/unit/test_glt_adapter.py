@@ -406,3 +406,57 @@ def test_distinct_edges_keeps_each_edge_once_with_its_attributes():
     out = distinct_edges(homo)
     assert out.edge_index.tolist() == [[0, 2], [1, 0]] and out.edge.tolist() == [5, 6]
     assert out.x.shape == (3, 1)
+
+
+def test_seed_batches_are_the_slices_torchs_dataloader_gives_and_shuffled_ones_stay_torchs():
+    """slice_seed_batches: GLT's sampling workers get the batches torch's DataLoader gives over
+    the same index tensor, in the same order (drop_last either way, a last short batch, an
+    empty index); a shuffled loader, or one over something else than a 1-D tensor, is still
+    torch's own."""
+    import torch
+    from graphlearn_torch.distributed import dist_sampling_producer
+    from torch.utils.data import DataLoader
+
+    from graphstore.dataset import glt_adapter
+
+    glt_adapter.slice_seed_batches()
+    glt_adapter.slice_seed_batches()  # idempotent
+    patched = dist_sampling_producer.DataLoader
+    assert patched is not DataLoader
+    index = torch.randperm(1030, generator=torch.Generator().manual_seed(3))
+    for data in (index, index[:0], index[:512]):
+        for drop_last in (False, True):
+            ours = list(patched(data, batch_size=512, shuffle=False, drop_last=drop_last))
+            torchs = list(DataLoader(data, batch_size=512, shuffle=False, drop_last=drop_last))
+            assert len(ours) == len(torchs) == len(patched(data, batch_size=512,
+                                                           drop_last=drop_last))
+            assert all(torch.equal(a, b) for a, b in zip(ours, torchs))
+    it = patched(index, batch_size=100)._get_iterator()  # as GLT's collocated producer reads it
+    assert torch.equal(next(it), index[:100])
+    assert isinstance(patched(index, batch_size=8, shuffle=True), DataLoader)
+    assert isinstance(patched(index.view(2, -1), batch_size=8), DataLoader)
+
+
+def test_feature_rows_gathered_by_index_select_are_glts_rows():
+    """gather_feature_rows: Feature.cpu_get returns the rows GLT's indexing returns, with a
+    tensor id2index, a range partition's offset (OffsetId2Index) and none."""
+    import torch
+    from graphlearn_torch.data.feature import Feature
+    from graphlearn_torch.partition.partition_book import OffsetId2Index
+
+    from graphstore.dataset import glt_adapter
+
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(50, 4, generator=gen)
+    ids = torch.randint(0, 50, (200,), generator=gen)
+    perm = torch.randperm(50, generator=gen)
+    offset = 1000
+    cases = [(None, ids, x[ids]), (perm, ids, x[perm[ids]]),
+             (OffsetId2Index(offset), ids + offset, x[ids])]
+    glt_adapter.gather_feature_rows()
+    glt_adapter.gather_feature_rows()  # idempotent
+    assert getattr(Feature.cpu_get, "uses_index_select", False)
+    for id2index, asked, want in cases:
+        feature = Feature(x, id2index=id2index, with_gpu=False)
+        assert torch.equal(feature.cpu_get(asked), want)
+        assert torch.equal(feature[asked], want)
