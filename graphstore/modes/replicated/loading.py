@@ -40,10 +40,11 @@ log = logging.getLogger(__name__)
 _SEED_STRIDE = 100_003  # random_seed of epoch e: seed * stride + e (distinct per epoch and rank)
 DEFAULT_SAMPLING_PROCESSES = 0
 """``num_workers`` of a loader that leaves it None: inline. Measured (benchmarks/sampling.py, 2
-cores, 2026-12-01 20:37-21:38, medians of 5 repeats; benchmarks/results/sampling.json): one Ray
-worker sampling inline 45.4 k seeds/s at 1 M edges and 43.7 k at 4 M, the same worker with one Ray
-Data read task 29.8 k and 27.5 k (Ray Data's streaming executor also takes the worker's CPU), and
-the read-task worker's anonymous RSS grew 1.35x from 1 M to 4 M edges against 1.02x inline."""
+cores, 1 M edges, 2026-12-07 at c89dc69, medians of 3 interleaved repeats;
+benchmarks/results/sampling.json): one Ray worker sampling inline 217.6 k seeds/s, the same worker
+with one Ray Data read task 63.8 k (Ray Data's streaming executor also takes the worker's CPU).
+On 2026-12-01 (before the compiled sampler) the read-task worker's anonymous RSS grew 1.35x from
+1 M to 4 M edges against 1.02x inline."""
 ROWS_PER_BLOCK = 8
 """Batches per Ray Data block. Measured here (medium graph, 256-pair link batches, 2 read
 tasks, 2 cores): 1 per block ran 31 batches/s with 11 ms of the consumer's CPU per batch in Ray
