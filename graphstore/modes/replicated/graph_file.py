@@ -218,7 +218,7 @@ class FeatureFile(_Mapped):
         """The feature rows of ``ids`` (a new float32 [len(ids), dim] tensor, in ``ids`` order).
         Gathered by ``np.take`` on the mapped array: ~3x faster than indexing the mapped tensor
         with torch (17.8 k rows of 16 floats: 0.36 ms against 1.2 ms, measured 2026-12-07)."""
-        return torch.from_numpy(np.take(self.x(node_type).numpy(), ids.numpy(), axis=0))
+        return torch.from_numpy(np.take(self.array(f"x/{node_type}"), ids.numpy(), axis=0))
 
     def check_matches(self, graph: GraphFile) -> None:
         """The features were written from the same shard set as ``graph`` (UsageError else)."""

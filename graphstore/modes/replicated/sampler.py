@@ -23,9 +23,9 @@ GLT's naming), ``edge_index[0]`` their destinations. ``e_id`` are the stored edg
 
 Output (:class:`SampledSubgraph`): per node type (every type of the graph) the global ids of the
 sampled nodes, the seeds first in the order given (seeds must be unique per type), then each
-hop's new nodes in the order they were first sampled (edge types in :attr:`message_types` order,
-each type's edges grouped by the node that sampled them, in frontier order); ``edge_index`` (every message type, possibly empty) holds local
-indices into those lists (relabelled), edges grouped by the node that sampled them.
+hop's new nodes in the order they were first sampled (edge types in :attr:`message_types`
+order); ``edge_index`` (every message type, possibly empty) holds local indices into those lists
+(relabelled), edges grouped by the node that sampled them, in frontier order.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class CsrSampler:
                 if not frontier.shape[0] or fanout == 0:
                     continue
                 pos, owner = kernels.pick_neighbours(self._colptr[key], frontier, fanout,
-                                                     self.replace, self._kernel_seed())
+                                                     self.replace, _kernel_seed(self.generator))
                 owner += begin[dst_t]
                 cols[msg].append(owner)
                 edges[msg].append(pos)
@@ -144,9 +144,10 @@ class CsrSampler:
                                num_seeds={nt: int(s.numel()) for nt, s in seeds.items()},
                                edge_index=edge_index, edge_id=edge_id)
 
-    def _kernel_seed(self) -> int:
-        """The seed of one kernel call: one draw from the sampler's generator (module docs)."""
-        return int(torch.randint(0, _SEED_BOUND, (1,), generator=self.generator))
+
+def _kernel_seed(generator: torch.Generator | None) -> int:
+    """The seed of one kernel call: one draw from ``generator`` (None: torch's global one)."""
+    return int(torch.randint(0, _SEED_BOUND, (1,), generator=generator))
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -167,9 +168,8 @@ def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int, r
     ``generator``)."""
     if fanout == 0 or not frontier.numel():
         return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
-    seed = int(torch.randint(0, _SEED_BOUND, (1,), generator=generator))
     pos, owner = kernels.pick_neighbours(indptr.numpy(), frontier.numpy(), int(fanout),
-                                         bool(replace), seed)
+                                         bool(replace), _kernel_seed(generator))
     return torch.from_numpy(pos), torch.from_numpy(owner)
 
 
