@@ -129,8 +129,41 @@ class StoredPairsReply:
                              f"{self.labels.numel()} labels")
 
 
+@dataclass(frozen=True)
+class NeighboursReply:
+    """The edges a :class:`NeighboursRequest`'s nodes sampled, grouped by node in request order:
+    ``counts[i]`` edges of its node ``i``, then per edge the neighbour's global id and (only when
+    the request asked for them, else None) the stored edge's id; int64."""
+
+    neighbours: torch.Tensor
+    counts: torch.Tensor
+    edge_ids: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        _check_ids("NeighboursReply", "neighbours", self.neighbours)
+        _check_ids("NeighboursReply", "counts", self.counts)
+        if self.edge_ids is not None:
+            _check_ids("NeighboursReply", "edge_ids", self.edge_ids)
+            if self.edge_ids.numel() != self.neighbours.numel():
+                raise UsageError("NeighboursReply: neighbours and edge_ids differ in length")
+
+
+@dataclass(frozen=True)
+class FeatureRowsReply:
+    """``[N, dim]`` float32: the feature row of each id of a :class:`FeatureRowsRequest`, in its
+    order."""
+
+    rows: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.rows, torch.Tensor) and self.rows.dtype == torch.float32
+                and self.rows.dim() == 2):
+            raise UsageError(f"FeatureRowsReply: rows must be a float32 [N, dim] tensor, got "
+                             f"{getattr(self.rows, 'dtype', type(self.rows).__name__)}")
+
+
 Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply,
-              StoredPairsReply]
+              StoredPairsReply, NeighboursReply, FeatureRowsReply]
 
 
 # -- requests ---------------------------------------------------------------------------------------
@@ -230,11 +263,50 @@ class StoredAblpPairsRequest:
                              f"{type(self.source).__name__}")
 
 
+@dataclass(frozen=True)
+class NeighboursRequest:
+    """One hop of the partitioned sampler (graphstore.dataset.partitioned_sampler) on the
+    answering partition's rows of the stored ``edge_type``: up to ``fanout`` neighbours of each of
+    ``nodes`` (ids of the type the rows belong to, owned by that partition; ``-1``: every
+    neighbour), without replacement unless ``replace``, drawn from ``seed``
+    (graphstore.dataset.kernels.pick_neighbours); the sampled edges' ids too when
+    ``with_edge_ids``."""
+
+    edge_type: EdgeType
+    nodes: torch.Tensor
+    fanout: int
+    replace: bool
+    seed: int
+    with_edge_ids: bool = False
+    reply_type: ClassVar[type] = NeighboursReply
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.edge_type, EdgeType):
+            raise UsageError(f"NeighboursRequest: edge_type must be an EdgeType, got "
+                             f"{self.edge_type!r}")
+        _check_ids("NeighboursRequest", "nodes", self.nodes)
+        if isinstance(self.fanout, bool) or not isinstance(self.fanout, int) or self.fanout < -1:
+            raise UsageError(f"NeighboursRequest: fanout must be an int >= -1, got {self.fanout!r}")
+
+
+@dataclass(frozen=True)
+class FeatureRowsRequest:
+    """The feature rows of ``ids`` of ``node_type`` (each owned by the answering partition)."""
+
+    node_type: str
+    ids: torch.Tensor
+    reply_type: ClassVar[type] = FeatureRowsReply
+
+    def __post_init__(self) -> None:
+        _check_ids("FeatureRowsRequest", "ids", self.ids)
+
+
 Request = Union[MetadataRequest, FreePortsRequest, NodeIdsRequest, AblpInputRequest,
-                PositivePairsRequest, LabelsRequest, StoredAblpPairsRequest]
+                PositivePairsRequest, LabelsRequest, StoredAblpPairsRequest, NeighboursRequest,
+                FeatureRowsRequest]
 REQUEST_TYPES: tuple[type, ...] = (MetadataRequest, FreePortsRequest, NodeIdsRequest,
                                    AblpInputRequest, PositivePairsRequest, LabelsRequest,
-                                   StoredAblpPairsRequest)
+                                   StoredAblpPairsRequest, NeighboursRequest, FeatureRowsRequest)
 
 
 def check_reply(request: Request, reply: object) -> Reply:

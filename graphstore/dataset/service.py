@@ -7,13 +7,15 @@ gets the same reply from the same partition (graphstore.dataset.queries does the
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from graphstore.runtime.errors import UsageError
 from graphstore.runtime.ports import PortHold
+from graphstore.dataset import kernels
 from graphstore.dataset import protocol as P
 from graphstore.dataset import queries
-from graphstore.dataset.partition_graph import StorageState
+from graphstore.dataset.partition_graph import PartitionGraph, StorageState
 
 
 class StorageService:
@@ -21,13 +23,17 @@ class StorageService:
 
     ``bind_host``: where ports must be free (``127.0.0.1`` in local mode); ``port_hold``: keeps
     the ports this service hands out reserved until their user (a loader's sampling workers)
-    binds them (graphstore.runtime.ports); owned by whoever outlives the requests.
+    binds them (graphstore.runtime.ports); owned by whoever outlives the requests. ``graph``:
+    the partition's rows and features, for the partitioned sampler's requests (None: a service
+    that answers only the others).
     """
 
-    def __init__(self, state: StorageState, bind_host: str, port_hold: PortHold) -> None:
+    def __init__(self, state: StorageState, bind_host: str, port_hold: PortHold,
+                 graph: PartitionGraph | None = None) -> None:
         self.state = state
         self.bind_host = bind_host
         self.port_hold = port_hold
+        self.graph = graph
 
     def answer(self, request: P.Request) -> P.Reply:
         """The reply to ``request`` (UsageError for a question this partition cannot answer)."""
@@ -53,4 +59,47 @@ class StorageService:
             src = request.source
             return P.StoredPairsReply(*queries.stored_ablp_pairs(
                 s, src.split, src.rank, src.world_size, src.supervision_edge_type))
+        if isinstance(request, P.NeighboursRequest):
+            return self._neighbours(request)
+        if isinstance(request, P.FeatureRowsRequest):
+            return self._feature_rows(request)
         raise UsageError(f"StorageService: no answer for {type(request).__name__}")
+
+    def _partition_graph(self, who: str) -> PartitionGraph:
+        if self.graph is None:
+            raise UsageError(f"{who}: this storage service holds no partition rows")
+        return self.graph
+
+    def _owned(self, node_type: str, ids: np.ndarray, who: str) -> int:
+        """The start of ``node_type``'s owned range, once every id is checked to lie in it."""
+        lo, hi = self.state.owned_ranges[node_type]
+        if ids.shape[0] and (int(ids.min()) < lo or int(ids.max()) >= hi):
+            raise UsageError(f"{who}: ids of {node_type!r} outside partition "
+                             f"{self.state.partition}'s range [{lo}, {hi})")
+        return lo
+
+    def _neighbours(self, r: P.NeighboursRequest) -> P.NeighboursReply:
+        graph = self._partition_graph("NeighboursRequest")
+        adjacency = graph.adjacency.get(r.edge_type)
+        if adjacency is None:
+            raise UsageError(f"NeighboursRequest: no edge type {r.edge_type} in partition "
+                             f"{self.state.partition}")
+        nodes = r.nodes.numpy()
+        et = r.edge_type
+        self._owned(et.dst_node_type if graph.edge_dir == "in" else et.src_node_type, nodes,
+                    "NeighboursRequest")
+        pos, owner = kernels.pick_neighbours(adjacency.indptr.numpy(), nodes, r.fanout,
+                                             bool(r.replace), int(r.seed))
+        eids = (torch.from_numpy(np.take(adjacency.eids.numpy(), pos)) if r.with_edge_ids
+                else None)
+        return P.NeighboursReply(torch.from_numpy(np.take(adjacency.indices.numpy(), pos)),
+                                 torch.from_numpy(np.bincount(owner, minlength=nodes.shape[0])),
+                                 eids)
+
+    def _feature_rows(self, r: P.FeatureRowsRequest) -> P.FeatureRowsReply:
+        feats = self._partition_graph("FeatureRowsRequest").features.get(r.node_type)
+        if feats is None:
+            raise UsageError(f"FeatureRowsRequest: node type {r.node_type!r} has no features")
+        ids = r.ids.numpy()
+        lo = self._owned(r.node_type, ids, "FeatureRowsRequest")
+        return P.FeatureRowsReply(torch.from_numpy(np.take(feats.numpy(), ids - lo, axis=0)))

@@ -308,8 +308,6 @@ def test_graph_store_sampling_matches_raw_graph(tmp_path, request, kind, directi
         tp, rp, run = _prepare(tmp_path, kind, direction)
         out = _run_ok(tp, rp, run)
     _check_run(run, run.parent / "data", kind, direction)
-    # the ABLP loader's pairs were named, not sent: each storage read its own, once per compute rank
-    assert out.count("label pairs read from storage") == 4, out[-3000:]
 
 
 @pytest.mark.timeout(420)

@@ -64,6 +64,11 @@ class RemoteDistDataset(DatasetBase):
 
         return P.check_reply(request, request_server(partition, P.call, request))
 
+    def _ask_async(self, partition: int, request: P.Request) -> "_RpcReply":
+        from graphlearn_torch.distributed import async_request_server
+
+        return _RpcReply(request, async_request_server(partition, P.call, request))
+
     def _ask_all(self, request: P.Request) -> dict[int, P.Reply]:
         from graphlearn_torch.distributed import async_request_server
 
@@ -78,6 +83,20 @@ class RemoteDistDataset(DatasetBase):
 
     def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None:
+        """Drive ``loader`` with the partitioned sampler (graphstore.dataset.partitioned_loading:
+        each storage session picks its own nodes' neighbours and serves their features, this
+        process relabels and builds the batches), or, for a loader that draws hard negatives,
+        with GLT's sampling workers on every storage server (:meth:`_start_glt_loader`)."""
+        if not getattr(loader, "hard_negatives_per_anchor", 0):
+            from graphstore.dataset.partitioned_loading import PartitionedIteration
+
+            loader.drive_with(PartitionedIteration.from_loader(
+                self.metadata, self._ask_async, loader, list(inputs), sampling, options))
+            return
+        self._start_glt_loader(loader, inputs, sampling, options)
+
+    def _start_glt_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
+                          options: LoaderOptions) -> None:
         """One sampler input per storage rank (an empty one too): GLT's sampling workers form
         one RPC group across all servers, so a loader that skipped a server would hang. Each
         loader gets a unique ``worker_key`` and its own free port on storage rank 0 for its
@@ -110,6 +129,17 @@ class RemoteDistDataset(DatasetBase):
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
                      self.num_storage, time.perf_counter() - t0)
+
+
+class _RpcReply:
+    """A request sent to a storage session (``async_request_server``): ``wait()`` gives its
+    checked reply, or raises the session's error (or the RPC's, after ``rpcTimeoutS``)."""
+
+    def __init__(self, request: P.Request, future: Any) -> None:
+        self.request, self.future = request, future
+
+    def wait(self) -> P.Reply:
+        return P.check_reply(self.request, self.future.wait())
 
 
 MIN_CHANNEL_MIB = 64

@@ -83,16 +83,17 @@ def _session_entry(conn: Connection, session: int, storage_index: int,
     if work is None:
         return
     graph, state, info = work
-    _session_main(session, glt_dataset(graph), state, info, storage_index)
+    _session_main(session, graph, state, info, storage_index)
 
 
-def _session_main(session: int, dataset, state: StorageState, info: GraphStoreInfo,
-                  storage_index: int) -> None:
+def _session_main(session: int, graph: PartitionGraph, state: StorageState,
+                  info: GraphStoreInfo, storage_index: int) -> None:
     """One server session, in its own process (module docs, step 3)."""
     import graphlearn_torch as glt
 
+    dataset = glt_dataset(graph)
     protocol.register_service(StorageService(state, "127.0.0.1" if info.is_local else "",
-                                             PortHold()))
+                                             PortHold(), graph))
     torch.set_num_threads(1)
     mark_ready(info, session, storage_index)
     t0 = time.perf_counter()

@@ -21,12 +21,8 @@ view): no copy. Those tensors are read-only: never modify them in place. A batch
 becomes one graph, the disjoint union of the k subgraphs with every subgraph's seeds first
 (that costs copies of the batch, never of the graph).
 
-Batches have the names the default trainer reads from GLT batches (graphstore.training.batches):
-homogeneous ``Data`` with ``x``, ``edge_index``, ``node`` (= ``n_id``), ``e_id``,
-``batch_size``; ``HeteroData`` with those per node / edge type. Link batches add ``y_positive``
-(``[2, P]``: index into the anchor type's nodes, index into the label type's nodes, as
-``DistABLPLoader`` gives it), ``y_negative`` (``[K]`` indices of random label-type nodes),
-``supervision_edge_type``, ``anchor_node_type``, ``label_node_type``.
+Batches are graphstore.dataset.subgraph's (the names the default trainer reads from GLT
+batches); ``subgraph_to_pyg`` (re-exported here) builds the same batch without Arrow.
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ import torch
 from graphstore.config import EdgeType
 from graphstore.runtime.errors import UsageError
 from graphstore.modes.replicated.graph_file import readonly_tensor
-from graphstore.modes.replicated.sampler import SampledSubgraph
+from graphstore.dataset.subgraph import SampledSubgraph, subgraph_to_pyg, to_pyg
 
 EdgeTypeTuple = tuple[str, str, str]
 
@@ -162,54 +158,7 @@ def collate_to_pyg(batch: pa.Table | pa.RecordBatch) -> Any:
     if batch.num_rows == 0:
         raise UsageError("collate_to_pyg: the batch has no rows")
     rows = [_decode_row(batch.slice(i, 1)) for i in range(batch.num_rows)]
-    return _to_pyg(rows[0] if len(rows) == 1 else _merge(rows))
+    return to_pyg(rows[0] if len(rows) == 1 else _merge(rows))
 
 
-def subgraph_to_pyg(sub: SampledSubgraph, *, message_types: list[EdgeTypeTuple],
-                    x: dict[str, torch.Tensor], homogeneous: bool,
-                    link: tuple[EdgeTypeTuple, torch.Tensor, torch.Tensor] | None = None) -> Any:
-    """The batch ``collate_to_pyg`` gives for the row :func:`encode` makes of the same arguments,
-    built directly from the tensors (no Arrow; inline sampling): every node type of ``sub``,
-    every message type, in the same order."""
-    empty = torch.empty(0, dtype=torch.long)
-    r: dict[str, Any] = {
-        "meta": {"homogeneous": homogeneous,
-                 "supervision_edge_type": list(link[0]) if link is not None else None},
-        "node": dict(sub.node), "num_seeds": {nt: sub.num_seeds.get(nt, 0) for nt in sub.node},
-        "x": {nt: x[nt] for nt in sub.node if nt in x},
-        "edge_index": {mt: sub.edge_index.get(mt, empty.view(2, 0)) for mt in message_types},
-        "e_id": {mt: sub.edge_id.get(mt, empty) for mt in message_types}}
-    if link is not None:
-        r["y_positive"], r["y_negative"] = link[1], link[2]
-    return _to_pyg(r)
-
-
-def _to_pyg(r: dict[str, Any]) -> Any:
-    """``Data`` / ``HeteroData`` of a decoded row (module docs: the names of GLT's batches)."""
-    from torch_geometric.data import Data, HeteroData
-
-    if r["meta"]["homogeneous"]:
-        (nt,) = r["node"]
-        (et,) = r["edge_index"]
-        data = Data(x=r["x"].get(nt), edge_index=r["edge_index"][et], num_nodes=len(r["node"][nt]))
-        data.n_id = data.node = r["node"][nt]
-        data.e_id = r["e_id"][et]
-        data.batch_size = r["num_seeds"][nt]
-    else:
-        data = HeteroData()
-        for nt, ids in r["node"].items():
-            store = data[nt]
-            store.n_id = store.node = ids
-            store.num_nodes = len(ids)
-            store.batch_size = r["num_seeds"][nt]
-            if nt in r["x"]:
-                store.x = r["x"][nt]
-        for et, ei in r["edge_index"].items():
-            data[et].edge_index = ei
-            data[et].e_id = r["e_id"][et]
-    if "y_positive" in r:
-        sup = tuple(r["meta"]["supervision_edge_type"])
-        data.y_positive, data.y_negative = r["y_positive"], r["y_negative"]
-        data.supervision_edge_type = sup
-        data.anchor_node_type, data.label_node_type = sup[0], sup[2]
-    return data
+__all__ = ["collate_to_pyg", "encode", "subgraph_to_pyg"]

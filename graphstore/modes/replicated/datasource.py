@@ -250,6 +250,7 @@ def _sample(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[tuple[An
     from graphstore.config import EdgeType
     from graphstore.modes.replicated.graph_file import FeatureFile, GraphFile
     from graphstore.modes.replicated.sampler import CsrSampler
+    from graphstore.dataset.subgraph import link_seeds
 
     graph = GraphFile.open(plan.graph_path)
     feats = FeatureFile.open(plan.features_path) if plan.features_path else None
@@ -282,27 +283,12 @@ def _sample(plan: _Plan, lo: int, hi: int, task_index: int) -> Iterator[tuple[An
             pairs = torch.from_numpy(np.ascontiguousarray(units[:, start:start + plan.batch_size]))
             neg = torch.randint(0, meta.node_counts[sup.dst_node_type], (plan.num_negatives,),
                                 generator=generator)
-            seeds, link = _link_seeds(sup, pairs, neg)
+            seeds, link = link_seeds(sup, pairs, neg)
         sub = sampler.sample(seeds)
         x = {}
         if feats is not None:
             x = {nt: feats.rows(nt, sub.node[nt]) for nt in sub.node if feats.has(nt)}
         yield sub, x, link
-
-
-def _link_seeds(sup, pairs, neg):
-    """Seeds of a link batch (unique per type, sorted) and the batch's positives and negatives
-    as local indices into them (``y_positive`` [2, P], ``y_negative`` [K])."""
-    import torch
-
-    a_type, l_type = sup.src_node_type, sup.dst_node_type
-    if a_type == l_type:
-        seeds = {a_type: torch.unique(torch.cat([pairs[0], pairs[1], neg]))}
-    else:
-        seeds = {a_type: torch.unique(pairs[0]), l_type: torch.unique(torch.cat([pairs[1], neg]))}
-    pos = torch.stack([torch.searchsorted(seeds[a_type], pairs[0]),
-                       torch.searchsorted(seeds[l_type], pairs[1])])
-    return seeds, (sup.as_tuple(), pos, torch.searchsorted(seeds[l_type], neg))
 
 
 def _slices(plan: _Plan, parallelism: int) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ uniform draws); every neighbour when the degree is at most ``fanout``; ``-1``: e
 
 How: per hop and edge type, :func:`pick_neighbours` (one pass over the frontier, Floyd's subset
 algorithm per node) and per hop and node type :func:`relabel` (a hash table of the ids known so
-far), both compiled with numba (graphstore.modes.replicated.kernels); Python runs per hop and
+far), both compiled with numba (graphstore.dataset.kernels); Python runs per hop and
 edge type, never per node.
 
 Edge direction, as in graph-store mode (GLT): a node's row in the file holds the edges the
@@ -30,7 +30,6 @@ order); ``edge_index`` (every message type, possibly empty) holds local indices 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -38,21 +37,11 @@ import torch
 
 from graphstore.config import EdgeType
 from graphstore.runtime.errors import UsageError
-from graphstore.modes.replicated import kernels
+from graphstore.dataset import kernels
 from graphstore.modes.replicated.graph_file import GraphFile, View
+from graphstore.dataset.subgraph import SampledSubgraph, fanouts_per_edge_type
 
 EdgeTypeTuple = tuple[str, str, str]
-_SEED_BOUND = 2**62  # the kernels' seeds: one draw in [0, bound) from the sampler's generator
-
-
-@dataclass(frozen=True)
-class SampledSubgraph:
-    """One sampled neighbourhood (see the module docs for order and direction)."""
-
-    node: dict[str, torch.Tensor]  # int64 global ids per node type, seeds first
-    num_seeds: dict[str, int]  # leading entries of ``node[t]`` that are seeds
-    edge_index: dict[EdgeTypeTuple, torch.Tensor]  # [2, E] local, neighbour -> sampler
-    edge_id: dict[EdgeTypeTuple, torch.Tensor]  # [E] ids of the stored edges
 
 
 class CsrSampler:
@@ -70,7 +59,7 @@ class CsrSampler:
         meta = graph.metadata
         self.homogeneous = meta.is_homogeneous
         self.node_types = list(meta.node_types)
-        fanouts = _fanouts(num_neighbors, meta.edge_types)
+        fanouts = fanouts_per_edge_type(num_neighbors, meta.edge_types)
         self.num_hops = len(next(iter(fanouts.values())))
         # per stored type: the message type it comes out as, and its mapped CSR
         self._message: dict[EdgeType, EdgeType] = {
@@ -121,7 +110,7 @@ class CsrSampler:
                 if not frontier.shape[0] or fanout == 0:
                     continue
                 pos, owner = kernels.pick_neighbours(self._colptr[key], frontier, fanout,
-                                                     self.replace, _kernel_seed(self.generator))
+                                                     self.replace, kernels.draw_seed(self.generator))
                 owner += begin[dst_t]
                 cols[msg].append(owner)
                 edges[msg].append(pos)
@@ -145,11 +134,6 @@ class CsrSampler:
                                edge_index=edge_index, edge_id=edge_id)
 
 
-def _kernel_seed(generator: torch.Generator | None) -> int:
-    """The seed of one kernel call: one draw from ``generator`` (None: torch's global one)."""
-    return int(torch.randint(0, _SEED_BOUND, (1,), generator=generator))
-
-
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
     """``parts`` end to end (the one part itself, no copy; empty int64 when none)."""
     if len(parts) == 1:
@@ -164,41 +148,18 @@ def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int, r
     node samples, and for each the index of its node in ``frontier``; edges grouped by node in
     frontier order. Without ``replace``: ``min(degree, fanout)`` distinct edges per node, a
     uniform subset; with it, ``fanout`` uniform draws per node of degree > 0; ``fanout`` -1:
-    every edge (graphstore.modes.replicated.kernels.pick_neighbours, seeded by one draw from
+    every edge (graphstore.dataset.kernels.pick_neighbours, seeded by one draw from
     ``generator``)."""
     if fanout == 0 or not frontier.numel():
         return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
     pos, owner = kernels.pick_neighbours(indptr.numpy(), frontier.numpy(), int(fanout),
-                                         bool(replace), _kernel_seed(generator))
+                                         bool(replace), kernels.draw_seed(generator))
     return torch.from_numpy(pos), torch.from_numpy(owner)
 
 
 def relabel(known: torch.Tensor, found: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``known`` (unique ids) extended by the ids of ``found`` it lacks (appended in the order
     ``found`` first holds them), and the local index of every ``found`` id in that list
-    (graphstore.modes.replicated.kernels.relabel)."""
+    (graphstore.dataset.kernels.relabel)."""
     nodes, local = kernels.relabel(known.numpy(), found.numpy())
     return torch.from_numpy(nodes), torch.from_numpy(local)
-
-
-def _fanouts(num_neighbors: Sequence[int] | Mapping, edge_types: Sequence[EdgeType]
-             ) -> dict[EdgeType, tuple[int, ...]]:
-    """Fanouts per stored edge type: one list for all, or a mapping keyed by edge type."""
-    from graphstore.dataset.metadata import as_edge_type
-
-    if isinstance(num_neighbors, Mapping):
-        given = {as_edge_type(k): tuple(int(x) for x in v) for k, v in num_neighbors.items()}
-        missing = [str(et) for et in edge_types if et not in given]
-        if missing:
-            raise UsageError(f"num_neighbors has no fanouts for edge types {missing}")
-        out = {et: given[et] for et in edge_types}
-    else:
-        out = {et: tuple(int(x) for x in num_neighbors) for et in edge_types}
-    hops = {len(v) for v in out.values()}
-    if len(hops) != 1 or 0 in hops:
-        raise UsageError(f"num_neighbors must give the same number (>= 1) of hops for every edge "
-                         f"type, got {sorted(hops)}")
-    bad = [v for v in out.values() if any(x < -1 for x in v)]
-    if bad:
-        raise UsageError(f"num_neighbors: every fanout must be >= 0 or -1 (all), got {bad[0]}")
-    return out

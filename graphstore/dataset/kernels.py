@@ -1,8 +1,13 @@
-"""The replicated sampler's two per-hop kernels, compiled with numba: one pass over the frontier
-(:func:`pick_neighbours`) and one over the ids it found (:func:`relabel`), no Python per node.
+"""The samplers' compiled kernels (numba): one pass over a hop's frontier (:func:`pick_neighbours`),
+one over the ids it found (:func:`relabel`), and a counting sort by a small key
+(:func:`group_by_key`: ids by their partition, edges by the frontier node that sampled them); no
+Python per node.
 
-Both take and return numpy ``int64`` arrays (torch tensors convert without a copy,
-graphstore.modes.replicated.sampler does that). Randomness: :func:`pick_neighbours` takes a seed
+Users: replicated mode's sampler over the mapped graph file (graphstore.modes.replicated.sampler),
+and the partitioned sampler of graph-store and colocated mode
+(graphstore.dataset.partitioned_sampler), whose storage partitions run :func:`pick_neighbours` on
+their own rows (graphstore.dataset.service). All take and return numpy ``int64`` arrays (torch
+tensors convert without a copy). Randomness: :func:`pick_neighbours` takes a seed
 and reseeds numba's own generator with it on entry (numba keeps one Mersenne Twister per thread,
 apart from numpy's and torch's), so a call's draws depend on its arguments only; the sampler draws
 that seed from its torch generator, which keeps ``torch.manual_seed`` / a seeded generator
@@ -23,8 +28,16 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import torch
 
 _HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits of id * 2^64 / phi
+_SEED_BOUND = 2**62  # a kernel call's seed: one draw in [0, bound)
+
+
+def draw_seed(generator: torch.Generator | None) -> int:
+    """The seed of one :func:`pick_neighbours` call: one draw from ``generator`` (None: torch's
+    global one), so a seeded generator makes a sampler's draws reproducible."""
+    return int(torch.randint(0, _SEED_BOUND, (1,), generator=generator))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -127,3 +140,23 @@ def relabel(known: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarra
             k += 1
         local[i] = vals[h]
     return nodes[:k].copy(), local
+
+
+@numba.njit(cache=True, nogil=True)
+def group_by_key(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """A stable counting sort of ``keys`` (each in ``[0, num_keys)``): ``(order, starts)``, where
+    ``keys[order]`` is ascending, elements of one key keep their order, and the elements of key
+    ``k`` are ``order[starts[k]:starts[k + 1]]`` (``starts``: ``num_keys + 1`` offsets). One pass
+    to count, one to place."""
+    starts = np.zeros(num_keys + 1, np.int64)
+    for i in range(keys.shape[0]):
+        starts[keys[i] + 1] += 1
+    for k in range(num_keys):
+        starts[k + 1] += starts[k]
+    cursor = starts[:-1].copy()
+    order = np.empty(keys.shape[0], np.int64)
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        order[cursor[k]] = i
+        cursor[k] += 1
+    return order, starts

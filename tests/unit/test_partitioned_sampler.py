@@ -1,0 +1,235 @@
+"""The partitioned sampler (graph-store and colocated mode) against the raw edges of the shards:
+two storage partitions answering in-process (the same ``StorageService`` a storage session
+registers), every sampled edge exists in the message-passing graph storage holds, fan-outs hold,
+features are the shards' rows, a round of several batches gives each batch what it alone would
+be entitled to, and the loader iteration covers every unit once, mixes partitions within a batch
+and raises a partition's failure instead of skipping a batch."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from graphstore.config import EdgeType
+from graphstore.dataset import kernels
+from graphstore.dataset import protocol as P
+from graphstore.dataset.partitioned_loading import PartitionedIteration
+from graphstore.dataset.partitioned_sampler import Answered, PartitionedSampler
+from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.runtime.ports import PortHold
+from tests.replicated_graphs import build, held_out_mask, raw_edges
+
+CASES = {"hetero-in": dict(kind="hetero", direction="in"),
+         "hetero-out": dict(kind="hetero", direction="out")}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def parts(request, tmp_path_factory):
+    from graphstore.dataset.partition_graph import load_partition_graph
+    from graphstore.dataset.service import StorageService
+    from graphstore.formats.shards.reader import ShardSet
+
+    built = build(tmp_path_factory.mktemp(request.param), **CASES[request.param])
+    services = []
+    with ShardSet.open(built.shards) as shards:
+        for p in range(shards.manifest.num_partitions):
+            graph, state = load_partition_graph(shards, p, built.storage_args, built.direction)
+            services.append(StorageService(state, "127.0.0.1", PortHold(), graph))
+    return built, services, raw_edges(built.shards)
+
+
+def _ask(services, log=None):
+    def ask(partition, request):
+        if log is not None:
+            log.append((partition, type(request).__name__))
+        return Answered(P.check_reply(request, services[partition].answer(request)))
+    return ask
+
+
+def _train_edges(built, raw):
+    """Per message type: (neighbour, sampler, edge id) of every edge storage samples (held-out
+    supervision edges absent), and each sampling node's degree."""
+    edges, degree = {}, {}
+    for name, (src, dst, eids) in raw.items():
+        et = EdgeType.parse(name)
+        keep = ~held_out_mask(built, name, src, dst)
+        if built.direction == "in":
+            msg, nbr, anchor = et, src, dst
+        else:
+            msg, nbr, anchor = et.reverse(), dst, src
+        edges[msg.as_tuple()] = set(zip(nbr[keep].tolist(), anchor[keep].tolist(),
+                                        eids[keep].tolist()))
+        degree[msg.as_tuple()] = np.bincount(anchor[keep], minlength=10**4)
+    return edges, degree
+
+
+def test_group_by_key_is_a_stable_counting_sort():
+    keys = np.random.default_rng(0).integers(0, 7, 1000)
+    order, starts = kernels.group_by_key(keys, 9)
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
+    assert np.array_equal(np.diff(starts), np.bincount(keys, minlength=9))
+
+
+def test_sampled_edges_exist_fanouts_hold_and_features_are_the_shards(parts):
+    from graphstore.modes.replicated.graph_file import FeatureFile
+
+    built, services, raw = parts
+    meta = services[0].state.metadata
+    edges, degree = _train_edges(built, raw)
+    features = FeatureFile.open(built.features)
+    rng = np.random.default_rng(3)
+    k = 3
+    batches = [{nt: rng.choice(n, size=min(n, 30), replace=False)
+                for nt, n in meta.node_counts.items()} for _ in range(3)]
+    log: list = []
+    sampler = PartitionedSampler(meta, _ask(services, log), [k, k], with_edge_ids=True,
+                                 generator=torch.Generator().manual_seed(0))
+    subs = sampler.sample(batches)
+    # one round: per hop one request per partition and edge type for all three batches
+    assert sum(1 for _, kind in log if kind == "NeighboursRequest") <= 2 * 2 * len(edges)
+    assert {p for p, _ in log} == {0, 1}
+    for seeds, sub in zip(batches, subs):
+        for nt, ids in sub.node.items():  # seeds first, in order, ids unique
+            assert len(torch.unique(ids)) == len(ids)
+            assert torch.equal(ids[:sub.num_seeds[nt]], torch.from_numpy(seeds[nt]))
+        for msg, ei in sub.edge_index.items():
+            src_t, _, dst_t = msg
+            got = list(zip(sub.node[src_t][ei[0]].tolist(), sub.node[dst_t][ei[1]].tolist(),
+                           sub.edge_id[msg].tolist()))
+            assert all(e in edges[msg] for e in got), msg
+            count = np.bincount(ei[1].numpy(), minlength=len(sub.node[dst_t]))
+            n_seed = sub.num_seeds[dst_t]
+            deg = degree[msg][sub.node[dst_t].numpy()]
+            assert (count[:n_seed] == np.minimum(deg[:n_seed], k)).all(), msg
+            assert (np.diff(ei[1].numpy()) >= 0).all()  # grouped by the sampling node, in order
+    for sub, x in zip(subs, sampler.features(subs)):
+        for nt, rows in x.items():
+            assert torch.equal(rows, features.rows(nt, sub.node[nt]))
+        assert set(x) == {nt for nt, d in meta.node_feature_dims.items() if d}
+
+
+def test_same_generator_same_batches_and_no_edge_ids_unless_asked(parts):
+    _, services, _ = parts
+    meta = services[0].state.metadata
+    nt = meta.node_types[0]
+    seeds = [{nt: np.arange(0, 20)}, {nt: np.arange(20, 40)}]
+
+    def run(seed):
+        s = PartitionedSampler(meta, _ask(services), [2, 2],
+                               generator=torch.Generator().manual_seed(seed))
+        return s.sample(seeds)
+
+    a, b, c = run(1), run(1), run(2)
+    assert all(torch.equal(x.node[t], y.node[t]) for x, y in zip(a, b) for t in x.node)
+    assert any(not torch.equal(x.node[t], y.node[t]) for x, y in zip(a, c) for t in x.node)
+    assert a[0].edge_id == {}
+    with pytest.raises(UsageError, match="must be in"):
+        PartitionedSampler(meta, _ask(services), [2]).sample(
+            [{nt: np.array([meta.node_counts[nt]])}])
+
+
+def test_storage_refuses_nodes_it_does_not_own(parts):
+    _, services, _ = parts
+    meta = services[0].state.metadata
+    et = meta.edge_types[0]
+    anchor = et.dst_node_type if meta.edge_dir == "in" else et.src_node_type
+    lo, hi = services[1].state.owned_ranges[anchor]
+    with pytest.raises(UsageError, match="outside partition 0"):
+        services[0].answer(P.NeighboursRequest(et, torch.tensor([lo]), 2, False, 0))
+
+
+def _node_inputs(services, node_type):
+    from graphlearn_torch.sampler import NodeSamplerInput
+
+    return [NodeSamplerInput(node=torch.from_numpy(s.state.owned_ids(node_type)),
+                             input_type=node_type) for s in services]
+
+
+def _sampling(kind, batch_size, shuffle=True, drop_last=False):
+    from graphstore.dataset.graph_dataset import LoaderOptions, SamplingOptions
+
+    return (SamplingOptions(kind, [2, 2], batch_size, shuffle, drop_last, "in", 7),
+            LoaderOptions("nbr" if kind == "node" else "ablp", None, 4, 2))
+
+
+def test_an_epoch_covers_every_seed_once_mixing_partitions(parts):
+    _, services, _ = parts
+    meta = services[0].state.metadata
+    nt = meta.node_types[0]
+    sampling, options = _sampling("node", 16)
+    loader = type("Loader", (), {})()
+    it = PartitionedIteration.from_loader(meta, _ask(services), loader, _node_inputs(services, nt),
+                                          sampling, options)
+    bound = services[1].state.owned_ranges[nt][0]
+    for _ in range(2):
+        it.start_epoch()
+        seen, mixed = [], 0
+        while True:
+            try:
+                batch = it.next()
+            except StopIteration:
+                break
+            seeds = batch[nt].batch if not meta.is_homogeneous else batch.batch
+            seen += seeds.tolist()
+            mixed += int(bool((seeds < bound).any() and (seeds >= bound).any()))
+        assert sorted(seen) == list(range(meta.node_counts[nt]))
+        assert mixed > 0  # shuffled across partitions: batches hold seeds of both
+    it.shutdown()
+
+
+def test_link_batches_carry_their_pairs(parts):
+    from graphstore.dataset.glt_adapter import LabeledEdgeInput
+
+    _, services, _ = parts
+    meta = services[0].state.metadata
+    sup = meta.supervision_edge_types[0]
+    inputs = []
+    for s in services:
+        pairs = s.answer(P.AblpInputRequest(sup, "train", 0, 1)).input.positive_labels[
+            sup.as_tuple()]
+        inputs.append(LabeledEdgeInput(pairs[0].contiguous(), pairs[1].contiguous(),
+                                       torch.ones(pairs.size(1), dtype=torch.long),
+                                       sup.as_tuple()))
+    want = sorted(p for i in inputs for p in zip(i.row.tolist(), i.col.tolist()))
+    loader = type("Loader", (), {"supervision_edge_type": sup.as_tuple()})()
+    sampling, options = _sampling("link", 8)
+    it = PartitionedIteration.from_loader(meta, _ask(services), loader, inputs, sampling, options)
+    it.start_epoch()
+    got = []
+    while True:
+        try:
+            batch = it.next()
+        except StopIteration:
+            break
+        a = batch[batch.anchor_node_type].node[batch.y_positive[0]]
+        b = batch[batch.label_node_type].node[batch.y_positive[1]]
+        got += list(zip(a.tolist(), b.tolist()))
+    assert sorted(got) == want
+
+
+def test_a_partition_failure_is_raised_not_skipped(parts):
+    _, services, _ = parts
+    meta = services[0].state.metadata
+    nt = meta.node_types[0]
+    good = _ask(services)
+    calls = {"n": 0}
+
+    def flaky(partition, request):
+        calls["n"] += 1
+        if partition == 1 and isinstance(request, P.FeatureRowsRequest):
+            raise RuntimeFailure("storage 1 went away")
+        return good(partition, request)
+
+    sampling, options = _sampling("node", 8, shuffle=False)
+    it = PartitionedIteration.from_loader(meta, flaky, type("L", (), {})(),
+                                          _node_inputs(services, nt), sampling, options)
+    it.start_epoch()
+    with pytest.raises(RuntimeFailure, match="storage 1 went away"):
+        while True:
+            it.next()
+    it.shutdown()
+    assert not [t for t in threading.enumerate() if t.name.startswith("graphstore-sampler")
+                and t.is_alive() and not t.daemon]
