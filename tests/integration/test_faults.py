@@ -62,12 +62,21 @@ RESOURCES = {stage: {"local_graph_store_config": {
     for stage in ("trainer_resource_config", "inferencer_resource_config")}
 
 
-def _prepare(tmp: Path) -> tuple[Path, Path, Path]:
+def _prepare(tmp: Path, hard_negatives: bool = False) -> tuple[Path, Path, Path]:
+    """The tiny graph partitioned in 2; ``hard_negatives``: with user -dislikes-> item as hard
+    negatives drawn by the training loader, the one loader GLT's sampling workers serve."""
+    from tests.integration.test_hard_negatives import hard_negative_task
+
     data = tmp / "data"
-    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=3), str(data))
-    task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
-    task["datasetConfig"]["dataRootUri"] = str(data)
-    task["trainerConfig"]["trainerArgs"] = TRAINER_ARGS
+    extra = {"num_dislikes_per_user": 4} if hard_negatives else {}
+    generate_dataset(DatasetSpec.from_preset("tiny", kind="hetero", seed=3, **extra), str(data))
+    if hard_negatives:
+        task = hard_negative_task(data, {**TRAINER_ARGS, "hard_negatives_per_anchor": 2})
+        task.pop("graphStoreRuntimeConfig")
+    else:
+        task = yaml.safe_load((REPO / "configs" / "task_hetero.yaml").read_text())
+        task["datasetConfig"]["dataRootUri"] = str(data)
+        task["trainerConfig"]["trainerArgs"] = TRAINER_ARGS
     tp, rp, run = tmp / "task.yaml", tmp / "resources.yaml", tmp / "run"
     tp.write_text(yaml.safe_dump(task))
     rp.write_text(yaml.safe_dump(RESOURCES))
@@ -80,11 +89,12 @@ class Run:
     """The launcher as a subprocess, plus a thread recording its whole process tree."""
 
     def __init__(self, tmp: Path, capsys: pytest.CaptureFixture[str],
-                 runtime: dict | None = None) -> None:
+                 runtime: dict | None = None, hard_negatives: bool = False) -> None:
         """Prepare the data and start the launcher; ``capsys`` lets the report past capture;
-        ``runtime``: graphStoreRuntimeConfig (default :data:`RUNTIME`)."""
+        ``runtime``: graphStoreRuntimeConfig (default :data:`RUNTIME`); ``hard_negatives``: see
+        :func:`_prepare`."""
         self.capsys = capsys
-        tp, rp, self.run_dir = _prepare(tmp)
+        tp, rp, self.run_dir = _prepare(tmp, hard_negatives)
         self.marker = f"fault-{uuid.uuid4().hex}"
         self.out_path = tmp / "launch.out"
         sets = [arg for key, value in (runtime or RUNTIME).items()
@@ -259,9 +269,9 @@ FETCH_RUNTIME = {**RUNTIME, "heartbeatTimeoutS": 120, "rpcTimeoutS": 15}
 
 @pytest.mark.timeout(300)
 def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, capsys) -> None:
-    """GLT's receiving channel logged a failed fetch and waited forever (a medium run hung so in
-    its test evaluation); graphstore.dataset.glt_adapter.FailFastReceivingChannel raises it, and GltLoader
-    names the server when an epoch's start gets no answer. Storage 1's
+    """A request the storage never answers fails at rpcTimeoutS naming the storage rank (the
+    partitioned sampler's requests: graphstore.modes.graph_store.remote_dataset; GLT's receiving
+    channel once logged a failed fetch and waited forever, a medium run hung so). Storage 1's
     server session process is stopped: fetches time out at rpcTimeoutS (15 s), long before the
     heartbeat (120 s) would notice."""
     run = Run(tmp_path, capsys, runtime=FETCH_RUNTIME)
@@ -284,17 +294,17 @@ def test_a_batch_fetch_without_answer_fails_the_run_naming_the_server(tmp_path, 
         assert seconds < 2 * FETCH_RUNTIME["rpcTimeoutS"] + 10, f"{seconds:.1f} s:\n{out[-4000:]}"
         assert "Exception ignored in" not in out, out[-4000:]
         # the stop lands in a batch fetch, or in the next epoch's start (a synchronous request)
-        assert re.search(r"graph-store loader: (fetching a sampled batch from|starting epoch \d+ "
-                         r"on) storage rank \d \(producer \d+\) failed: RuntimeError: RPCErr",
-                         out), out[-4000:]
+        assert re.search(r"graph-store loader: \w+Request to storage rank 1 failed: RuntimeError: "
+                         r"RPCErr", out), out[-4000:]
         assert not run.leftovers(), run.leftovers()
     finally:
         run.cleanup()
 
 
 @pytest.mark.timeout(240)
-def test_a_killed_sampling_worker_fails_the_fetch_naming_it(run: Run) -> None:
-    """A sampling worker that dies never counts its epoch as done: GLT's fetch waited for it
+def test_a_killed_sampling_worker_fails_the_fetch_naming_it(tmp_path, capsys) -> None:
+    """(GLT's sampling workers serve the loaders that draw hard negatives, so the run draws
+    them.) A sampling worker that dies never counts its epoch as done: GLT's fetch waited for it
     until the client's rpcTimeoutS (60 s here) with no word on the server. The storage session
     now fails the fetch naming the worker (graphstore.dataset.glt_adapter._fetch_one_sampled_message).
 
@@ -302,6 +312,14 @@ def test_a_killed_sampling_worker_fails_the_fetch_naming_it(run: Run) -> None:
     the other storage's, whose sampling worker was fetching features from the victim over RPC and
     ends itself on the reset connection (code 1; its log names ECONNRESET). Either way the fetch
     fails fast naming a sampling worker that died."""
+    run = Run(tmp_path, capsys, hard_negatives=True)
+    try:
+        _kill_a_sampling_worker(run)
+    finally:
+        run.cleanup()
+
+
+def _kill_a_sampling_worker(run: Run) -> None:
     run.wait_for_training_steps()
     storage = run.machine(2)  # storage 1
     session = next(c for c in storage.children() if "spawn_main" in " ".join(c.cmdline()))

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
-from graphstore.runtime.errors import UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.dataset import glt_adapter
 from graphstore.dataset.glt_adapter import init_dist_loader
 from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions, SamplingOptions
@@ -67,7 +67,7 @@ class RemoteDistDataset(DatasetBase):
     def _ask_async(self, partition: int, request: P.Request) -> "_RpcReply":
         from graphlearn_torch.distributed import async_request_server
 
-        return _RpcReply(request, async_request_server(partition, P.call, request))
+        return _RpcReply(request, partition, async_request_server(partition, P.call, request))
 
     def _ask_all(self, request: P.Request) -> dict[int, P.Reply]:
         from graphlearn_torch.distributed import async_request_server
@@ -87,13 +87,21 @@ class RemoteDistDataset(DatasetBase):
         each storage session picks its own nodes' neighbours and serves their features, this
         process relabels and builds the batches), or, for a loader that draws hard negatives,
         with GLT's sampling workers on every storage server (:meth:`_start_glt_loader`)."""
-        if not getattr(loader, "hard_negatives_per_anchor", 0):
-            from graphstore.dataset.partitioned_loading import PartitionedIteration
-
-            loader.drive_with(PartitionedIteration.from_loader(
-                self.metadata, self._ask_async, loader, list(inputs), sampling, options))
+        workers = options.workers_or(DEFAULT_SAMPLING_WORKERS)
+        if workers < 1:
+            raise UsageError(f"{type(loader).__name__}: num_workers={workers}: graph-store "
+                             "loaders need >= 1 sampling worker per storage server (0, sampling "
+                             "inline, is replicated mode's)")
+        if getattr(loader, "hard_negatives_per_anchor", 0):
+            self._start_glt_loader(loader, inputs, sampling, options)
             return
-        self._start_glt_loader(loader, inputs, sampling, options)
+        from graphstore.dataset.partitioned_loading import PartitionedIteration
+
+        loader.drive_with(PartitionedIteration.from_loader(
+            self.metadata, self._ask_async, loader, list(inputs), sampling, options))
+        if self._proc.rank == 0:
+            log.info("%s loader ready on %d storage servers (partitioned sampler)", options.kind,
+                     self.num_storage)
 
     def _start_glt_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                           options: LoaderOptions) -> None:
@@ -107,10 +115,6 @@ class RemoteDistDataset(DatasetBase):
         from graphlearn_torch.distributed import RemoteDistSamplingWorkerOptions
 
         workers = options.workers_or(DEFAULT_SAMPLING_WORKERS)
-        if workers < 1:
-            raise UsageError(f"{type(loader).__name__}: num_workers={workers}: graph-store "
-                             "loaders need >= 1 sampling worker per storage server (0, sampling "
-                             "inline, is replicated mode's)")
         info = self.cluster_info
         port = self._ask(0, P.FreePortsRequest(1)).ports[0]
         worker_options = RemoteDistSamplingWorkerOptions(
@@ -133,13 +137,20 @@ class RemoteDistDataset(DatasetBase):
 
 class _RpcReply:
     """A request sent to a storage session (``async_request_server``): ``wait()`` gives its
-    checked reply, or raises the session's error (or the RPC's, after ``rpcTimeoutS``)."""
+    checked reply, or raises RuntimeFailure naming the request and the storage rank (the
+    session's error, or the RPC's after ``rpcTimeoutS``)."""
 
-    def __init__(self, request: P.Request, future: Any) -> None:
-        self.request, self.future = request, future
+    def __init__(self, request: P.Request, partition: int, future: Any) -> None:
+        self.request, self.partition, self.future = request, partition, future
 
     def wait(self) -> P.Reply:
-        return P.check_reply(self.request, self.future.wait())
+        try:
+            reply = self.future.wait()
+        except Exception as exc:
+            raise RuntimeFailure(f"graph-store loader: {type(self.request).__name__} to storage "
+                                 f"rank {self.partition} failed: {type(exc).__name__}: "
+                                 f"{exc}") from exc
+        return P.check_reply(self.request, reply)
 
 
 MIN_CHANNEL_MIB = 64
