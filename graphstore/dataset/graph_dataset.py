@@ -88,6 +88,40 @@ class SamplingOptions:
                               with_weight=False, edge_dir=self.edge_dir, seed=self.seed)
 
 
+SEED_STRIDE = 100_003
+"""The sampling seed of epoch ``e`` of a loader seeded ``s`` (the loops that sample themselves:
+replicated and graph-store mode): ``s * SEED_STRIDE + e``, distinct per epoch and rank."""
+
+
+def loader_units(loader: Any, inputs: Sequence[Any], node_types: Sequence[str]
+                 ) -> tuple[Any, str, tuple[str, str, str] | None]:
+    """``(units, node type, supervision type)`` of a loader's GLT sampler inputs, end to end in
+    input order: node seeds ``[N]`` int64 (``NodeSamplerInput``: ``node``, ``input_type``; the
+    first of ``node_types`` when it has none; supervision None) or (anchor, label) pairs
+    ``[2, P]`` (a labelled ``EdgeSamplerInput``: ``row``, ``col``; the supervision type is the
+    loader's ``supervision_edge_type``, its source the node type)."""
+    import numpy as np
+
+    if hasattr(inputs[0], "node"):
+        units = np.concatenate([i.node.numpy() for i in inputs])
+        node_type, supervision = inputs[0].input_type or node_types[0], None
+    else:
+        supervision = tuple(loader.supervision_edge_type)
+        node_type = supervision[0]
+        units = np.concatenate([np.stack([i.row.numpy(), i.col.numpy()]) for i in inputs], axis=1)
+    return np.ascontiguousarray(units, dtype=np.int64), node_type, supervision
+
+
+def epoch_units(units: Any, shuffle: bool, seed: int, epoch: int) -> Any:
+    """``units`` (``[N]`` or ``[2, P]``) in epoch ``epoch``'s order: as given, or permuted by a
+    generator seeded with ``(seed, epoch)`` when the loader shuffles."""
+    import numpy as np
+
+    if not shuffle:
+        return units
+    return units[..., np.random.default_rng([seed, epoch]).permutation(units.shape[-1])]
+
+
 class GraphDataset(Protocol):
     """What the trainer, evaluator, inferencer and loaders use (see module docs for shapes).
 

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from graphstore.dataset.graph_dataset import SEED_STRIDE, epoch_units, loader_units
 from graphstore.dataset.partitioned_sampler import Ask, PartitionedSampler
 from graphstore.dataset.subgraph import link_seeds, subgraph_to_pyg
 from graphstore.runtime.errors import UsageError
@@ -43,7 +44,6 @@ hop asks each partition once for all of a round's batches."""
 MAX_ROUND_BATCHES = 32
 SAMPLER_THREADS = 2
 """Producer threads per loader: rounds in flight at once."""
-_SEED_STRIDE = 100_003  # sampling seed of epoch e: seed * stride + e
 _PUT_POLL_S = 0.1  # how often a producer blocked on a full queue checks for a stop
 
 
@@ -129,35 +129,18 @@ class PartitionedIteration:
         type is its ``supervision_edge_type``."""
         if getattr(loader, "hard_negatives_per_anchor", 0):
             raise UsageError("the partitioned sampler does not draw hard negatives")
-        if hasattr(inputs[0], "node"):
-            node_type = inputs[0].input_type or metadata.node_types[0]
-            units, supervision = np.concatenate([i.node.numpy() for i in inputs]), None
-        else:
-            supervision = tuple(loader.supervision_edge_type)
-            node_type = supervision[0]
-            units = np.concatenate([np.stack([i.row.numpy(), i.col.numpy()]) for i in inputs],
-                                   axis=1)
-        return cls(metadata, ask, units=np.ascontiguousarray(units, dtype=np.int64),
+        units, node_type, supervision = loader_units(loader, inputs, metadata.node_types)
+        return cls(metadata, ask, units=units,
                    node_type=node_type, supervision=supervision,
                    num_neighbors=sampling.num_neighbors, batch_size=int(sampling.batch_size),
                    shuffle=bool(sampling.shuffle), drop_last=bool(sampling.drop_last),
                    seed=int(sampling.seed or 0), prefetch_rounds=int(options.prefetch_size),
                    with_edge=bool(sampling.with_edge))
 
-    @property
-    def num_units(self) -> int:
-        return int(self.units.shape[-1])
-
-    def _epoch_units(self) -> np.ndarray:
-        if not self.shuffle:
-            return self.units
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.num_units)
-        return self.units[..., order]
-
     def _round(self, units: np.ndarray, epoch_seed: int, r: int) -> list[Any]:
         """The batches of round ``r`` of an epoch's ``units``, sampled with a generator of the
         round's own (seeded by the epoch's seed and ``r``: the same whichever thread runs it)."""
-        generator = torch.Generator().manual_seed(epoch_seed * _SEED_STRIDE + r)
+        generator = torch.Generator().manual_seed(epoch_seed * SEED_STRIDE + r)
         sampler = PartitionedSampler(self.meta, self.ask, self.num_neighbors,
                                      with_edge_ids=self.with_edge, generator=generator)
         size, step = self.batch_size, self.batch_size * self.round_batches
@@ -187,7 +170,8 @@ class PartitionedIteration:
     def start_epoch(self) -> None:
         """Start the next epoch (the rest of the previous one is dropped)."""
         self.shutdown()
-        units, epoch_seed = self._epoch_units(), self.seed * _SEED_STRIDE + self.epoch
+        units = epoch_units(self.units, self.shuffle, self.seed, self.epoch)
+        epoch_seed = self.seed * SEED_STRIDE + self.epoch
         self.epoch += 1
         rounds = -(-self._stop(units) // (self.batch_size * self.round_batches))
         self._producer = _Producer(lambda r: self._round(units, epoch_seed, r), rounds,

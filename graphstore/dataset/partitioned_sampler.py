@@ -40,7 +40,8 @@ from graphstore.config import EdgeType
 from graphstore.dataset import kernels
 from graphstore.dataset import protocol as P
 from graphstore.dataset.metadata import DatasetMetadata
-from graphstore.dataset.subgraph import EdgeTypeTuple, SampledSubgraph, fanouts_per_edge_type
+from graphstore.dataset.subgraph import (EdgeTypeTuple, SampledSubgraph, fanouts_per_edge_type,
+                                         joined)
 from graphstore.runtime.errors import UsageError
 
 
@@ -205,9 +206,9 @@ class PartitionedSampler:
         return [SampledSubgraph(
             node={nt: torch.from_numpy(ids) for nt, ids in node[i].items()},
             num_seeds={nt: int(s.shape[0]) for nt, s in seeds[i].items()},
-            edge_index={m: torch.from_numpy(np.stack([_joined(rows[i][m]), _joined(cols[i][m])]))
+            edge_index={m: torch.from_numpy(np.stack([joined(rows[i][m]), joined(cols[i][m])]))
                         for m in self._stored},
-            edge_id=({m: torch.from_numpy(_joined(eids[i][m])) for m in self._stored}
+            edge_id=({m: torch.from_numpy(joined(eids[i][m])) for m in self._stored}
                      if self.with_edge_ids else {}))
             for i in range(len(seeds))]
 
@@ -237,13 +238,6 @@ class PartitionedSampler:
                                                       axis=0))
                 start += ids.shape[0]
         return out
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """``parts`` end to end (the one part itself, no copy; empty int64 when none)."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 __all__ = ["Answered", "Ask", "PartitionedSampler", "PendingReply"]

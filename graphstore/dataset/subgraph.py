@@ -43,6 +43,15 @@ class SampledSubgraph:
     edge_id: dict[EdgeTypeTuple, torch.Tensor]  # [E] ids of the stored edges ({}: not sampled)
 
 
+def joined(parts: list) -> Any:
+    """int64 numpy ``parts`` end to end (the one part itself, no copy; empty when none)."""
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
 def subgraph_to_pyg(sub: SampledSubgraph, *, message_types: list[EdgeTypeTuple],
                     x: dict[str, torch.Tensor], homogeneous: bool,
                     link: tuple[EdgeTypeTuple, torch.Tensor, torch.Tensor] | None = None) -> Any:

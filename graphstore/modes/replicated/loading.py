@@ -34,10 +34,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from graphstore.dataset.graph_dataset import SEED_STRIDE, epoch_units, loader_units
 from graphstore.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
-_SEED_STRIDE = 100_003  # random_seed of epoch e: seed * stride + e (distinct per epoch and rank)
 DEFAULT_SAMPLING_PROCESSES = 0
 """``num_workers`` of a loader that leaves it None: inline. Measured (benchmarks/sampling.py, 2
 cores, 1 M edges, 2026-12-07 at c89dc69, medians of 3 interleaved repeats;
@@ -110,14 +110,8 @@ class ReplicatedIteration:
             raise UsageError("DistABLPLoader: hard_negatives_per_anchor is not supported in "
                              "replicated mode yet (taskMetadata...hardNegativeEdgeTypes); use "
                              "graph-store or colocated mode")
-        if hasattr(sampler_input, "node"):
-            node_type = sampler_input.input_type or meta.node_types[0]
-            units, supervision = sampler_input.node.numpy(), None
-        else:
-            supervision = tuple(loader.supervision_edge_type)
-            node_type = supervision[0]
-            units = np.stack([sampler_input.row.numpy(), sampler_input.col.numpy()])
-        return cls(dataset, units=np.ascontiguousarray(units, dtype=np.int64), node_type=node_type,
+        units, node_type, supervision = loader_units(loader, [sampler_input], meta.node_types)
+        return cls(dataset, units=units, node_type=node_type,
                    supervision=supervision, num_neighbors=list(sampling.num_neighbors),
                    batch_size=int(sampling.batch_size), shuffle=bool(sampling.shuffle),
                    drop_last=bool(sampling.drop_last), seed=int(sampling.seed or 0),
@@ -128,22 +122,16 @@ class ReplicatedIteration:
     def num_units(self) -> int:
         return int(self.units.shape[-1])
 
-    def _epoch_units(self) -> np.ndarray:
-        if not self.shuffle:
-            return self.units
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.num_units)
-        return self.units[..., order]
-
     def start_epoch(self) -> None:
         """Start the next epoch (a new dataset, or inline: a new generator; the rest of the
         previous one is dropped)."""
         from graphstore.modes.replicated.datasource import sample_batches, sampling_plan
 
         ds = self.dataset
-        units = self._epoch_units()
+        units = epoch_units(self.units, self.shuffle, self.seed, self.epoch)
         options: dict[str, Any] = dict(
             features_path=ds.features_path, view=ds.view, drop_last=self.drop_last,
-            random_seed=self.seed * _SEED_STRIDE + self.epoch, rows_per_block=ROWS_PER_BLOCK)
+            random_seed=self.seed * SEED_STRIDE + self.epoch, rows_per_block=ROWS_PER_BLOCK)
         if self.supervision is None:
             options["input_nodes"] = (self.node_type, units)
         else:

@@ -39,7 +39,7 @@ from graphstore.config import EdgeType
 from graphstore.runtime.errors import UsageError
 from graphstore.dataset import kernels
 from graphstore.modes.replicated.graph_file import GraphFile, View
-from graphstore.dataset.subgraph import SampledSubgraph, fanouts_per_edge_type
+from graphstore.dataset.subgraph import SampledSubgraph, fanouts_per_edge_type, joined
 
 EdgeTypeTuple = tuple[str, str, str]
 
@@ -126,19 +126,12 @@ class CsrSampler:
                     at += part.shape[0]
         edge_index, edge_id = {}, {}
         for msg in self._types:
-            pos = _joined(edges[msg])
-            edge_index[msg] = torch.from_numpy(np.stack([_joined(rows[msg]), _joined(cols[msg])]))
+            pos = joined(edges[msg])
+            edge_index[msg] = torch.from_numpy(np.stack([joined(rows[msg]), joined(cols[msg])]))
             edge_id[msg] = torch.from_numpy(self._eids[self._keys[msg]][pos])
         return SampledSubgraph(node={nt: torch.from_numpy(ids) for nt, ids in node.items()},
                                num_seeds={nt: int(s.numel()) for nt, s in seeds.items()},
                                edge_index=edge_index, edge_id=edge_id)
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """``parts`` end to end (the one part itself, no copy; empty int64 when none)."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 def pick_neighbours(indptr: torch.Tensor, frontier: torch.Tensor, fanout: int, replace: bool,
