@@ -29,8 +29,6 @@ torch's ``UntypedStorage._new_shared`` :func:`shared_zeros` (every array a stora
                                        hands GLT, graphstore.dataset.partition_graph)
 ``EdgeSamplerInput.to`` /              :class:`LabeledEdgeInput` (the ABLP loader's inputs)
 ``share_memory``
-``RemoteSamplerInput``                 :class:`StoredEdgeInput` (graph-store ABLP inputs whose
-                                       pairs storage holds: :func:`sent_input`)
 the producers' ``len(input)`` /        :class:`HardNegativeEdgeInput` (ABLP inputs that draw hard
 ``input[index]`` batching              negatives into each batch, graphstore.dataset.hard_negatives)
 ``DistLoader._collate_fn``,            :class:`GltLoader`, the base of both loaders (graphstore.dataset.loaders)
@@ -47,7 +45,7 @@ torch's ``_get_default_store``         :func:`default_store` (graphstore.modes.g
 Each function documents the reason it exists, as measured here. Applying any of them twice is
 harmless (each is idempotent). Importing this module imports neither torch nor GLT: the doctor
 checks the version before it tries to import GLT, and :class:`LabeledEdgeInput`,
-:class:`StoredEdgeInput`, :class:`HardNegativeEdgeInput`, :class:`GltLoader` and
+:class:`HardNegativeEdgeInput`, :class:`GltLoader` and
 :class:`FailFastReceivingChannel` (GLT subclasses) are built the first time they are used
 (module ``__getattr__``). torch's rendezvous store is patched by graphstore.runtime.rendezvous
 (torch, not GLT).
@@ -709,15 +707,7 @@ def _labeled_edge_input() -> type:
         label is set, and crash when it is None. The ABLP loader needs a label tensor (with
         ``label=None`` GLT puts a None into the sample message, its shared-memory queue rejects
         it and the batch is silently lost, seen here) and no negatives, so this input stays on
-        the CPU and shares only its tensors.
-
-        ``stored``: the ``AblpInputRequest`` whose reply the pairs are, when the loader knows it
-        (graph-store loaders then send a :class:`StoredEdgeInput` instead: :func:`sent_input`)."""
-
-        def __init__(self, row: Any, col: Any, label: Any, input_type: Any = None,
-                     stored: Any = None) -> None:
-            super().__init__(row, col, label, input_type)
-            self.stored = stored
+        the CPU and shares only its tensors."""
 
         def to(self, device: Any) -> "LabeledEdgeInput":
             return self
@@ -728,66 +718,6 @@ def _labeled_edge_input() -> type:
             return self
 
     return _as_module_level(LabeledEdgeInput)
-
-
-def _stored_edge_input() -> type:
-    import torch
-    from graphlearn_torch.sampler import RemoteSamplerInput
-
-    from graphstore.dataset import protocol
-
-    class StoredEdgeInput(RemoteSamplerInput):
-        """A graph-store ABLP input named by the request that fetched its pairs, not sent.
-
-        GLT 0.2.4's ``DistServer.create_sampling_producer`` (and ours) turns a
-        ``RemoteSamplerInput`` into the producer's input on the storage server, with
-        ``to_local_sampler_input``. Here that is a :class:`LabeledEdgeInput` over views of the
-        session's own shared label rows (``protocol.StoredAblpPairsRequest``), so the pairs
-        neither travel back from compute nor are copied for the sampling workers (measured
-        before: ~28 B per label of the storage's peak, 2026-12-05 calibration). The session
-        checks that what it holds is what the compute process has (count and the sums of both
-        columns): a mismatch raises, naming the request."""
-
-        def __init__(self, source: Any, input_type: Any, num_pairs: int,
-                     sums: tuple[int, int]) -> None:
-            self.source = source
-            self.input_type = input_type
-            self.num_pairs = num_pairs
-            self.sums = sums
-
-        @classmethod
-        def of(cls, labeled: Any) -> "StoredEdgeInput":
-            """The stored form of a :class:`LabeledEdgeInput` with ``stored`` set."""
-            return cls(labeled.stored, labeled.input_type, int(labeled.row.numel()),
-                       (int(labeled.row.sum()), int(labeled.col.sum())))
-
-        def to_local_sampler_input(self, dataset: Any, **kwargs: Any) -> Any:
-            reply = protocol.call(protocol.StoredAblpPairsRequest(self.source))
-            row, col = reply.anchors, reply.labels
-            found = (int(row.numel()), (int(row.sum()), int(col.sum())))
-            if found != (self.num_pairs, self.sums):
-                raise RuntimeFailure(
-                    f"the labels storage holds for {self.source} are not the loader's input "
-                    f"({found[0]} pairs, sums {found[1]}; the loader has {self.num_pairs}, sums "
-                    f"{self.sums}): pass ABLPInputNodes built anew (dataclasses.replace drops "
-                    "the stored request) when the fetched tensors are changed")
-            src = self.source
-            _log.info("ablp input: %d label pairs read from storage (%s, split %s, rank %d of %d)",
-                      found[0], src.supervision_edge_type, src.split, src.rank, src.world_size)
-            label = torch.ones(1, dtype=torch.long).expand(row.numel())
-            return __getattr__("LabeledEdgeInput")(row, col, label, self.input_type)
-
-    return _as_module_level(StoredEdgeInput)
-
-
-def sent_input(sampler_input: Any) -> Any:
-    """What a graph-store loader sends a storage server for one sampler input: a
-    :class:`StoredEdgeInput` for a :class:`LabeledEdgeInput` whose pairs storage holds
-    (``stored`` set, by ``fetch_ablp_input``), the input itself otherwise."""
-    labeled = __getattr__("LabeledEdgeInput")
-    if type(sampler_input) is labeled and sampler_input.stored is not None:
-        return __getattr__("StoredEdgeInput").of(sampler_input)
-    return sampler_input
 
 
 def _hard_negative_edge_input() -> type:
@@ -1145,7 +1075,6 @@ def _fail_fast_receiving_channel() -> type:
 
 
 _BUILDERS = {"LabeledEdgeInput": _labeled_edge_input, "GltLoader": _glt_loader,
-             "StoredEdgeInput": _stored_edge_input,
              "HardNegativeEdgeInput": _hard_negative_edge_input,
              "FailFastReceivingChannel": _fail_fast_receiving_channel}
 _built: dict[str, type] = {}
@@ -1156,7 +1085,7 @@ two distinct classes, one of which then failed to pickle ("not the same object a
 
 
 def __getattr__(name: str) -> type:
-    """Build :class:`LabeledEdgeInput` / :class:`StoredEdgeInput` / :class:`HardNegativeEdgeInput`
+    """Build :class:`LabeledEdgeInput` / :class:`HardNegativeEdgeInput`
     / :class:`GltLoader` / :class:`FailFastReceivingChannel` once, on first use (imports GLT)."""
     if name not in _BUILDERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -1169,8 +1098,8 @@ def __getattr__(name: str) -> type:
 
 __all__ = [
     "FailFastReceivingChannel", "GLT_VERSION", "GltLoader", "HardNegativeEdgeInput",
-    "LabeledEdgeInput", "StoredEdgeInput", "check_glt_version", "default_store",
+    "LabeledEdgeInput", "check_glt_version", "default_store",
     "exit_on_failed_batch", "glt_version_problem", "init_dist_loader", "installed_glt_version",
     "prepare_sampling_server",
-    "sent_input", "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
+    "server_session_finished", "set_client_rpc_timeout", "set_no_node_labels",
 ]

@@ -311,8 +311,6 @@ class DatasetBase(abc.ABC):
         rank, world = self._share(rank, world_size)
         request = P.AblpInputRequest(sup, split, rank, world)
         replies = self._ask_all(request)
-        for reply in replies.values():  # what a graph-store loader names instead of sending
-            object.__setattr__(reply.input, "stored", request)
         return {k: r.input for k, r in replies.items()}
 
     def fetch_positive_pairs(self, label_ids: torch.Tensor,

@@ -97,15 +97,13 @@ class _AblpPairs(NamedTuple):
     supervision_edge_type: EdgeTypeTuple
     pairs: list[torch.Tensor]  # [2, P] (anchor, label)
     negatives: list[torch.Tensor] | None  # [2, N] (anchor, negative); None: none of that type
-    stored: list[Any]  # the AblpInputRequest that fetched each (ABLPInputNodes.stored), or None
 
 
 def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike | None
                 ) -> _AblpPairs:
     """The loader's pairs (:class:`_AblpPairs`).
 
-    ``ABLPInputNodes`` inputs bring their labels (of one split) and the request that fetched
-    them; anchor ids (``Tensor`` or ``(anchor_node_type, Tensor)``, per partition or one) get
+    ``ABLPInputNodes`` inputs bring their labels (of one split); anchor ids (``Tensor`` or ``(anchor_node_type, Tensor)``, per partition or one) get
     every label of each anchor from the partition that owns it (``fetch_labels``), and no
     negatives."""
     empty = torch.empty((2, 0), dtype=torch.long)
@@ -120,11 +118,8 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike
         if any(x is not None and sup in x.negative_labels for x in per_part):
             negatives = [x.negative_labels.get(sup, empty) if x is not None else empty
                          for x in per_part]
-        stored = [x.stored if x is not None and x.stored is not None
-                  and x.stored.supervision_edge_type.as_tuple() == sup else None
-                  for x in per_part]
         return _AblpPairs(sup, [x.positive_labels.get(sup, empty) if x is not None else empty
-                                for x in per_part], negatives, stored)
+                                for x in per_part], negatives)
     anchors = _by_partition(dataset, input_nodes, torch.Tensor, "DistABLPLoader")
     sup_type = dataset.metadata.supervision_edge_type(requested)
     if anchor_type is not None and anchor_type != sup_type.src_node_type:
@@ -133,8 +128,7 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike
     parts = dataset.input_partitions
     labels = dataset.fetch_labels({k: a for k, a in zip(parts, anchors) if a is not None},
                                   sup_type)
-    return _AblpPairs(sup_type.as_tuple(), [labels.get(k, empty) for k in parts], None,
-                      [None] * len(parts))
+    return _AblpPairs(sup_type.as_tuple(), [labels.get(k, empty) for k in parts], None)
 
 
 class _GltIteration:
@@ -239,7 +233,7 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
                  prefetch_size: int = 4, hard_negatives_per_anchor: int = 0) -> None:
         _check_dataset(dataset, "DistABLPLoader")
         meta = dataset.metadata
-        sup, pairs_per_input, negatives, stored = _ablp_pairs(dataset, input_nodes,
+        sup, pairs_per_input, negatives = _ablp_pairs(dataset, input_nodes,
                                                               supervision_edge_type)
         self.supervision_edge_type = sup
         self._hetero = not meta.is_homogeneous
@@ -260,13 +254,11 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
                                             self.hard_negatives_per_anchor, seed)
                       for p, n in zip(pairs_per_input, negatives)]
         else:  # a label tensor is required (graphstore.dataset.glt_adapter.LabeledEdgeInput says why);
-            # every label is 1: one element expanded (GLT only indexes it). Pairs fetched by
-            # fetch_ablp_input carry the request that fetched them: a graph-store dataset sends
-            # that instead, and storage reads the pairs it holds (ABLPInputNodes.stored)
+            # every label is 1: one element expanded (GLT only indexes it)
             inputs = [LabeledEdgeInput(p[0].contiguous(), p[1].contiguous(),
                                        torch.ones(1, dtype=torch.long).expand(p.size(1)),
-                                       input_type, stored=st)
-                      for p, st in zip(pairs_per_input, stored)]
+                                       input_type)
+                      for p in pairs_per_input]
         self.num_pairs = sum(len(i) for i in inputs)
         sampling = SamplingOptions("link", num_neighbors, batch_size, shuffle, drop_last,
                                    meta.edge_dir, seed)

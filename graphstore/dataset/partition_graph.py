@@ -77,8 +77,7 @@ class Supervision:
     anchor within a group, file order within one anchor. ``split_rows[s]`` is the ``[start, end)``
     of split ``s``'s rows (only with a splitter); ``split_rows["all"]`` is every row. So the
     labels of one split's contiguous slice of anchors (``fetch_ablp_input``'s share of a rank) are
-    one contiguous range of rows, which a storage session hands its sampling workers as views
-    (graphstore.dataset.queries.stored_ablp_pairs), never as a copy."""
+    one contiguous range of rows (graphstore.dataset.queries.ablp_rows), copied out once."""
 
     edge_type: EdgeType
     anchor_src: torch.Tensor  # anchor of each label row (see the row order above)

@@ -17,7 +17,8 @@ the frontier (every batch's nodes first reached in the previous hop, batch after
 split by owning partition (a counting sort: graphstore.dataset.kernels.group_by_key), each part
 sent with its own kernel seed (one draw from ``generator`` per request, in partition order), the
 replies put back in frontier order (edges grouped by the node that sampled them) and cut per
-batch; each batch then relabels its new nodes (graphstore.dataset.kernels.relabel). The batches
+batch; each batch then relabels its new nodes (graphstore.dataset.kernels.relabel). Ids travel
+as int32 for node types of fewer than 2^31 nodes (graphstore.dataset.protocol.wire_ids). The batches
 come out exactly as replicated mode's sampler makes them (graphstore.dataset.subgraph: order,
 direction, names). Reproducible: the same rounds of seeds, fanouts, generator state and
 partitioning give the same batches (a round's draws are shared by its batches, so a batch's
@@ -42,7 +43,7 @@ from graphstore.dataset import protocol as P
 from graphstore.dataset.metadata import DatasetMetadata
 from graphstore.dataset.subgraph import (EdgeTypeTuple, SampledSubgraph, fanouts_per_edge_type,
                                          joined)
-from graphstore.runtime.errors import UsageError
+from graphstore.runtime.errors import RuntimeFailure, UsageError
 
 
 class PendingReply(Protocol):
@@ -55,14 +56,36 @@ Ask = Callable[[int, P.Request], PendingReply]
 """``ask(partition, request)``: send ``request`` to ``partition`` without waiting."""
 
 
-@dataclass(frozen=True)
-class Answered:
-    """A reply that is already there (a partition answered in-process)."""
+class InProcessReply:
+    """A partition this process holds: ``service`` answers ``request`` when the reply is first
+    waited for (so a hop's requests to the other partitions are all sent before this one's
+    kernel runs), once."""
 
-    reply: P.Reply
+    def __init__(self, service: P.Service, request: P.Request) -> None:
+        self._service, self._request = service, request
+        self._reply: P.Reply | None = None
 
     def wait(self) -> P.Reply:
-        return self.reply
+        if self._reply is None:
+            self._reply = P.check_reply(self._request, self._service.answer(self._request))
+        return self._reply
+
+
+class RpcReply:
+    """A request sent over RPC to the process holding a partition (``future``: torch RPC's):
+    ``wait()`` gives its checked reply, or raises RuntimeFailure naming the request and ``peer``
+    (e.g. ``storage rank 1``): the peer's error, or the RPC's after ``rpcTimeoutS``."""
+
+    def __init__(self, request: P.Request, peer: str, future: Any) -> None:
+        self.request, self.peer, self.future = request, peer, future
+
+    def wait(self) -> P.Reply:
+        try:
+            reply = self.future.wait()
+        except Exception as exc:
+            raise RuntimeFailure(f"graph-store loader: {type(self.request).__name__} to "
+                                 f"{self.peer} failed: {type(exc).__name__}: {exc}") from exc
+        return P.check_reply(self.request, reply)
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,7 @@ class PartitionedSampler:
         self._fanout = {msg: fanouts[et] for msg, et in self._stored.items()}
         self._bounds = {nt: np.asarray(metadata.node_bounds(nt), dtype=np.int64)
                         for nt in self.node_types}
+        self._counts = {nt: int(metadata.node_counts[nt]) for nt in self.node_types}
 
     @property
     def message_types(self) -> list[EdgeTypeTuple]:
@@ -121,7 +145,8 @@ class PartitionedSampler:
         stored: EdgeType = self._stored[message]
         parts = []
         for partition, at in self._by_partition(message[2], frontier):
-            request = P.NeighboursRequest(stored, torch.from_numpy(frontier[at]), int(fanout),
+            nodes = P.wire_ids(frontier[at], self._counts[message[2]])
+            request = P.NeighboursRequest(stored, nodes, int(fanout),
                                           self.replace, kernels.draw_seed(self.generator),
                                           self.with_edge_ids)
             parts.append((at, self.ask(partition, request)))
@@ -135,7 +160,7 @@ class PartitionedSampler:
         got = []
         for at, pending in hop.parts:
             reply = pending.wait()
-            got.append((np.repeat(at, reply.counts.numpy()), reply.neighbours.numpy(),
+            got.append((np.repeat(at, reply.counts.numpy()), P.as_int64(reply.neighbours),
                         reply.edge_ids.numpy() if self.with_edge_ids else None))
         if len(got) == 1:
             return got[0]
@@ -226,7 +251,8 @@ class PartitionedSampler:
             unique, local = kernels.relabel(np.empty(0, np.int64),
                                             per[0] if len(per) == 1 else np.concatenate(per))
             rows = np.empty((unique.shape[0], dim), dtype=np.float32)
-            asks = [(at, self.ask(p, P.FeatureRowsRequest(nt, torch.from_numpy(unique[at]))))
+            asks = [(at, self.ask(p, P.FeatureRowsRequest(nt, P.wire_ids(unique[at],
+                                                                         self._counts[nt]))))
                     for p, at in self._by_partition(nt, unique)]
             pending.append((nt, per, local, rows, asks))
         for nt, per, local, rows, asks in pending:
@@ -240,4 +266,4 @@ class PartitionedSampler:
         return out
 
 
-__all__ = ["Answered", "Ask", "PartitionedSampler", "PendingReply"]
+__all__ = ["Ask", "InProcessReply", "PartitionedSampler", "PendingReply", "RpcReply"]

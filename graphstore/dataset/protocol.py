@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Union
 
+import numpy as np
 import torch
 
 from graphstore.dataset.ablp import ABLPInputNodes
@@ -60,6 +61,33 @@ def _check_ids(who: str, name: str, t: object, rows: int | None = None) -> None:
         shape = "[N]" if rows is None else f"[{rows}, K]"
         got = f"{t.dtype} {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
         raise UsageError(f"{who}: {name} must be an int64 tensor {shape}, got {got}")
+
+
+WIRE_INT32_BOUND = 2**31
+"""Ids below this travel as int32 (:func:`wire_ids`)."""
+
+
+def wire_ids(ids: np.ndarray, bound: int) -> torch.Tensor:
+    """``ids`` as the partitioned sampler's requests and replies carry them: int32 when every id
+    they could hold is below ``bound`` <= :data:`WIRE_INT32_BOUND` (a node type's count, a
+    fanout), else int64. Half the bytes of that traffic for any type of fewer than 2^31 nodes;
+    the receiver widens them back (:func:`as_int64`)."""
+    if bound <= WIRE_INT32_BOUND:
+        return torch.from_numpy(ids.astype(np.int32))
+    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
+
+
+def as_int64(ids: torch.Tensor) -> np.ndarray:
+    """Wire ids (:func:`wire_ids`) as an int64 array (no copy when they already are)."""
+    return ids.numpy().astype(np.int64, copy=False)
+
+
+def _check_wire_ids(who: str, name: str, t: object) -> None:
+    """``t`` is a 1-D int32 or int64 tensor (:func:`wire_ids`)."""
+    if not (isinstance(t, torch.Tensor) and t.dtype in (torch.int32, torch.int64)
+            and t.dim() == 1):
+        got = f"{t.dtype} {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise UsageError(f"{who}: {name} must be an int32 or int64 tensor [N], got {got}")
 
 
 # -- replies ----------------------------------------------------------------------------------------
@@ -114,34 +142,20 @@ class PairsReply:
 
 
 @dataclass(frozen=True)
-class StoredPairsReply:
-    """``[K]`` anchors and ``[K]`` labels, aligned, int64: in a storage session, views of its
-    shared label rows (see :class:`StoredAblpPairsRequest`)."""
-
-    anchors: torch.Tensor
-    labels: torch.Tensor
-
-    def __post_init__(self) -> None:
-        _check_ids("StoredPairsReply", "anchors", self.anchors)
-        _check_ids("StoredPairsReply", "labels", self.labels)
-        if self.anchors.numel() != self.labels.numel():
-            raise UsageError(f"StoredPairsReply: {self.anchors.numel()} anchors but "
-                             f"{self.labels.numel()} labels")
-
-
-@dataclass(frozen=True)
 class NeighboursReply:
     """The edges a :class:`NeighboursRequest`'s nodes sampled, grouped by node in request order:
     ``counts[i]`` edges of its node ``i``, then per edge the neighbour's global id and (only when
-    the request asked for them, else None) the stored edge's id; int64."""
+    the request asked for them, else None) the stored edge's id (int64). Neighbours and counts
+    are wire ids (:func:`wire_ids`: int32 below 2^31 nodes of the neighbour type, a fanout below
+    2^31)."""
 
     neighbours: torch.Tensor
     counts: torch.Tensor
     edge_ids: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
-        _check_ids("NeighboursReply", "neighbours", self.neighbours)
-        _check_ids("NeighboursReply", "counts", self.counts)
+        _check_wire_ids("NeighboursReply", "neighbours", self.neighbours)
+        _check_wire_ids("NeighboursReply", "counts", self.counts)
         if self.edge_ids is not None:
             _check_ids("NeighboursReply", "edge_ids", self.edge_ids)
             if self.edge_ids.numel() != self.neighbours.numel():
@@ -163,7 +177,7 @@ class FeatureRowsReply:
 
 
 Reply = Union[MetadataReply, FreePortsReply, NodeIdsReply, AblpInputReply, PairsReply,
-              StoredPairsReply, NeighboursReply, FeatureRowsReply]
+              NeighboursReply, FeatureRowsReply]
 
 
 # -- requests ---------------------------------------------------------------------------------------
@@ -247,30 +261,13 @@ class LabelsRequest:
 
 
 @dataclass(frozen=True)
-class StoredAblpPairsRequest:
-    """The (anchor, label) pairs ``source`` answers with, as the storage holds them (views, no
-    copy). A storage session asks it of its own service when a loader's sampler input names its
-    pairs by the request that fetched them (graphstore.dataset.glt_adapter.StoredEdgeInput), so
-    the pairs never travel back from compute; ``source.split`` must be a split (or the storage
-    have none)."""
-
-    source: AblpInputRequest
-    reply_type: ClassVar[type] = StoredPairsReply
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.source, AblpInputRequest):
-            raise UsageError(f"StoredAblpPairsRequest: source must be an AblpInputRequest, got "
-                             f"{type(self.source).__name__}")
-
-
-@dataclass(frozen=True)
 class NeighboursRequest:
     """One hop of the partitioned sampler (graphstore.dataset.partitioned_sampler) on the
     answering partition's rows of the stored ``edge_type``: up to ``fanout`` neighbours of each of
     ``nodes`` (ids of the type the rows belong to, owned by that partition; ``-1``: every
     neighbour), without replacement unless ``replace``, drawn from ``seed``
     (graphstore.dataset.kernels.pick_neighbours); the sampled edges' ids too when
-    ``with_edge_ids``."""
+    ``with_edge_ids``. ``nodes``: wire ids (:func:`wire_ids`)."""
 
     edge_type: EdgeType
     nodes: torch.Tensor
@@ -284,29 +281,30 @@ class NeighboursRequest:
         if not isinstance(self.edge_type, EdgeType):
             raise UsageError(f"NeighboursRequest: edge_type must be an EdgeType, got "
                              f"{self.edge_type!r}")
-        _check_ids("NeighboursRequest", "nodes", self.nodes)
+        _check_wire_ids("NeighboursRequest", "nodes", self.nodes)
         if isinstance(self.fanout, bool) or not isinstance(self.fanout, int) or self.fanout < -1:
             raise UsageError(f"NeighboursRequest: fanout must be an int >= -1, got {self.fanout!r}")
 
 
 @dataclass(frozen=True)
 class FeatureRowsRequest:
-    """The feature rows of ``ids`` of ``node_type`` (each owned by the answering partition)."""
+    """The feature rows of ``ids`` of ``node_type`` (each owned by the answering partition;
+    wire ids, :func:`wire_ids`)."""
 
     node_type: str
     ids: torch.Tensor
     reply_type: ClassVar[type] = FeatureRowsReply
 
     def __post_init__(self) -> None:
-        _check_ids("FeatureRowsRequest", "ids", self.ids)
+        _check_wire_ids("FeatureRowsRequest", "ids", self.ids)
 
 
 Request = Union[MetadataRequest, FreePortsRequest, NodeIdsRequest, AblpInputRequest,
-                PositivePairsRequest, LabelsRequest, StoredAblpPairsRequest, NeighboursRequest,
+                PositivePairsRequest, LabelsRequest, NeighboursRequest,
                 FeatureRowsRequest]
 REQUEST_TYPES: tuple[type, ...] = (MetadataRequest, FreePortsRequest, NodeIdsRequest,
                                    AblpInputRequest, PositivePairsRequest, LabelsRequest,
-                                   StoredAblpPairsRequest, NeighboursRequest, FeatureRowsRequest)
+                                   NeighboursRequest, FeatureRowsRequest)
 
 
 def check_reply(request: Request, reply: object) -> Reply:

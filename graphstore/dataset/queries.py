@@ -3,8 +3,7 @@
 Pure functions of a :class:`~graphstore.dataset.partition_graph.StorageState`, which
 graphstore.dataset.service turns into replies of the storage protocol (over RPC in graph-store
 mode, in-process in colocated mode). The state's arrays are shared-memory tensors; these
-functions read them as numpy views and return new arrays (a reply never aliases the state;
-:func:`stored_ablp_pairs`, for the session's own sampling workers, is the one exception).
+functions read them as numpy views and return new arrays (a reply never aliases the state).
 Slicing rule:
 slice ``rank`` of ``world_size`` is the contiguous range ``[rank*n//w, (rank+1)*n//w)`` of the
 sorted ids, so the slices of all ranks cover every id exactly once.
@@ -118,21 +117,6 @@ def ablp_rows(s: StorageState, split: str | None, rank: int, world_size: int,
     run = sup.anchor_src.numpy()[start:end]
     return (start + int(np.searchsorted(run, anchors[0], side="left")),
             start + int(np.searchsorted(run, anchors[-1], side="right")))
-
-
-def stored_ablp_pairs(s: StorageState, split: str | None, rank: int, world_size: int,
-                      supervision_edge_type: EdgeType) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(anchors, labels)``: views of the state's shared-memory label rows that
-    :func:`ablp_input` would copy out for these arguments (the one exception to "a reply never
-    aliases the state": asked only inside a storage session, for its own sampling workers).
-    UsageError when those rows are not one range (``split=None`` on a storage with splits)."""
-    rows = ablp_rows(s, split, rank, world_size, supervision_edge_type)
-    if rows is None:
-        raise UsageError(f"the labels of {supervision_edge_type} for every split are not one range "
-                         "of rows on storage: ask for one split")
-    sup = supervision(s, supervision_edge_type)
-    start, end = rows
-    return sup.anchor_src[start:end], sup.label_dst[start:end]
 
 
 def ablp_input(s: StorageState, split: str | None, rank: int, world_size: int,

@@ -55,10 +55,6 @@ class StorageService:
         if isinstance(request, P.LabelsRequest):
             pairs = queries.labels_for(s, request.supervision_edge_type, request.anchors.numpy())
             return P.PairsReply(torch.from_numpy(pairs))
-        if isinstance(request, P.StoredAblpPairsRequest):
-            src = request.source
-            return P.StoredPairsReply(*queries.stored_ablp_pairs(
-                s, src.split, src.rank, src.world_size, src.supervision_edge_type))
         if isinstance(request, P.NeighboursRequest):
             return self._neighbours(request)
         if isinstance(request, P.FeatureRowsRequest):
@@ -84,22 +80,25 @@ class StorageService:
         if adjacency is None:
             raise UsageError(f"NeighboursRequest: no edge type {r.edge_type} in partition "
                              f"{self.state.partition}")
-        nodes = r.nodes.numpy()
+        nodes = P.as_int64(r.nodes)
         et = r.edge_type
-        self._owned(et.dst_node_type if graph.edge_dir == "in" else et.src_node_type, nodes,
-                    "NeighboursRequest")
+        anchor, neighbour = ((et.dst_node_type, et.src_node_type) if graph.edge_dir == "in"
+                             else (et.src_node_type, et.dst_node_type))
+        self._owned(anchor, nodes, "NeighboursRequest")
         pos, owner = kernels.pick_neighbours(adjacency.indptr.numpy(), nodes, r.fanout,
                                              bool(r.replace), int(r.seed))
         eids = (torch.from_numpy(np.take(adjacency.eids.numpy(), pos)) if r.with_edge_ids
                 else None)
-        return P.NeighboursReply(torch.from_numpy(np.take(adjacency.indices.numpy(), pos)),
-                                 torch.from_numpy(np.bincount(owner, minlength=nodes.shape[0])),
-                                 eids)
+        counts_bound = r.fanout + 1 if r.fanout >= 0 else int(adjacency.indices.numel()) + 1
+        return P.NeighboursReply(
+            P.wire_ids(np.take(adjacency.indices.numpy(), pos),
+                       self.state.metadata.node_counts[neighbour]),
+            P.wire_ids(np.bincount(owner, minlength=nodes.shape[0]), counts_bound), eids)
 
     def _feature_rows(self, r: P.FeatureRowsRequest) -> P.FeatureRowsReply:
         feats = self._partition_graph("FeatureRowsRequest").features.get(r.node_type)
         if feats is None:
             raise UsageError(f"FeatureRowsRequest: node type {r.node_type!r} has no features")
-        ids = r.ids.numpy()
+        ids = P.as_int64(r.ids)
         lo = self._owned(r.node_type, ids, "FeatureRowsRequest")
         return P.FeatureRowsReply(torch.from_numpy(np.take(feats.numpy(), ids - lo, axis=0)))

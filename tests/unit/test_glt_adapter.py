@@ -331,52 +331,6 @@ def test_graphs_built_without_the_column_count_sample_the_same_edges():
     assert {(int(r), int(c), int(e)) for r, c, e in zip(owner, nbrs, sampled_eids)} <= true_pairs
 
 
-def test_a_stored_ablp_input_is_named_not_sent_and_resolved_to_the_sessions_own_rows():
-    """A graph-store ABLP input fetched by fetch_ablp_input travels as the request that fetched
-    it; the storage session (its registered service) resolves it to views of its label rows,
-    the same pairs; pairs changed on the compute side are refused, naming the request."""
-    import dataclasses
-    import pickle
-
-    import torch
-
-    import graphstore.dataset.glt_adapter as adapter
-    from graphstore.dataset import protocol as P
-    from graphstore.dataset.service import StorageService
-    from graphstore.runtime.errors import RuntimeFailure
-    from graphstore.runtime.ports import PortHold
-    from tests.unit.test_splitter_and_queries import BUYS, _state
-
-    state = _state()
-    P.register_service(StorageService(state, "127.0.0.1", PortHold()))
-    try:
-        request = P.AblpInputRequest(BUYS, "train", 1, 2)
-        fetched = P.call(request).input
-        object.__setattr__(fetched, "stored", request)  # as DatasetBase.fetch_ablp_input does
-        assert dataclasses.replace(fetched).stored is None  # a changed input is sent as is
-        pairs = fetched.positive_labels[BUYS.as_tuple()]
-        ones = torch.ones(1, dtype=torch.long).expand(pairs.size(1))
-        labeled = adapter.LabeledEdgeInput(pairs[0], pairs[1], ones, BUYS.as_tuple(),
-                                           stored=request)
-        sent = adapter.sent_input(labeled)
-        assert isinstance(sent, adapter.StoredEdgeInput) and sent.input_type == BUYS.as_tuple()
-        assert len(pickle.dumps(sent)) < 1000  # the request, not the pairs
-        local = pickle.loads(pickle.dumps(sent)).to_local_sampler_input(dataset=None)
-        assert isinstance(local, adapter.LabeledEdgeInput) and len(local) == pairs.size(1)
-        assert torch.equal(torch.stack([local.row, local.col]), pairs)
-        sup = state.supervision[BUYS]
-        assert local.row.untyped_storage().data_ptr() == sup.anchor_src.untyped_storage().data_ptr()
-        unnamed = adapter.LabeledEdgeInput(pairs[0], pairs[1], ones, BUYS.as_tuple())
-        assert adapter.sent_input(unnamed) is unnamed
-        changed = adapter.LabeledEdgeInput(pairs[0], pairs[1].flip(0), ones, BUYS.as_tuple(),
-                                           stored=request)
-        changed.col[0] += 1
-        with pytest.raises(RuntimeFailure, match="not the loader's input"):
-            adapter.sent_input(changed).to_local_sampler_input(dataset=None)
-    finally:
-        P.register_service(None)
-
-
 def test_distinct_edges_keeps_each_edge_once_with_its_attributes():
     """glt_adapter.distinct_edges: the first occurrence of every (src, dst) pair of each edge
     type stays, in order, with its edge id, weight and feature row; a type without repeats is

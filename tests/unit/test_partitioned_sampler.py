@@ -17,7 +17,7 @@ from graphstore.config import EdgeType
 from graphstore.dataset import kernels
 from graphstore.dataset import protocol as P
 from graphstore.dataset.partitioned_loading import PartitionedIteration
-from graphstore.dataset.partitioned_sampler import Answered, PartitionedSampler
+from graphstore.dataset.partitioned_sampler import InProcessReply, PartitionedSampler
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.runtime.ports import PortHold
 from tests.replicated_graphs import build, held_out_mask, raw_edges
@@ -45,7 +45,7 @@ def _ask(services, log=None):
     def ask(partition, request):
         if log is not None:
             log.append((partition, type(request).__name__))
-        return Answered(P.check_reply(request, services[partition].answer(request)))
+        return InProcessReply(services[partition], request)
     return ask
 
 
@@ -139,6 +139,33 @@ def test_storage_refuses_nodes_it_does_not_own(parts):
     lo, hi = services[1].state.owned_ranges[anchor]
     with pytest.raises(UsageError, match="outside partition 0"):
         services[0].answer(P.NeighboursRequest(et, torch.tensor([lo]), 2, False, 0))
+
+
+def test_ids_travel_as_int32_below_2_31_nodes_and_the_same_either_way(parts):
+    """Requests and replies carry int32 ids for a type of fewer than 2^31 nodes (half the
+    bytes); an int64 request (a type of more nodes) gets the same neighbours; a wider id than the
+    wire type holds is never narrowed."""
+    _, services, _ = parts
+    meta = services[0].state.metadata
+    et = meta.edge_types[0]
+    anchor = et.dst_node_type if meta.edge_dir == "in" else et.src_node_type
+    lo, hi = services[0].state.owned_ranges[anchor]
+    ids = np.arange(lo, hi, dtype=np.int64)
+    narrow = P.wire_ids(ids, meta.node_counts[anchor])
+    wide = P.wire_ids(ids, 2**31 + 1)
+    assert narrow.dtype == torch.int32 and wide.dtype == torch.int64
+    assert np.array_equal(P.as_int64(narrow), ids) and P.as_int64(narrow).dtype == np.int64
+    a = services[0].answer(P.NeighboursRequest(et, narrow, 3, False, 11))
+    b = services[0].answer(P.NeighboursRequest(et, wide, 3, False, 11))
+    assert a.neighbours.dtype == torch.int32 and a.counts.dtype == torch.int32
+    assert a.neighbours.numel() > 0
+    assert torch.equal(a.neighbours, b.neighbours) and torch.equal(a.counts, b.counts)
+    rows = services[0].answer(P.FeatureRowsRequest(anchor, narrow)).rows \
+        if meta.node_feature_dims.get(anchor) else None
+    if rows is not None:
+        assert torch.equal(rows, services[0].answer(P.FeatureRowsRequest(anchor, wide)).rows)
+    with pytest.raises(UsageError, match="int32 or int64"):
+        P.NeighboursRequest(et, narrow.to(torch.int16), 3, False, 11)
 
 
 def _node_inputs(services, node_type):

@@ -9,6 +9,12 @@ graph lives differs (seed 000: "the same loops also run colocated"). Order, per 
     init_compute_process(local_rank, cluster_info)        # GLT worker group + RPC, then the group
     loader = DistABLPLoader(dataset, ..., input_nodes=dataset.fetch_ablp_input("train"))
 
+Loaders sample with the partitioned sampler, as graph-store mode's (graphstore.dataset.partitioned_loading):
+this machine's partition answers its requests in-process, the other machines' over the worker
+group's RPC (each compute process serves its machine's partition to the peer of its local rank
+on every other machine, from the first loader on). A loader that draws hard negatives samples
+inline with GLT's collocated worker instead.
+
 Every ``fetch_*`` method is the graph-store one (graphstore.dataset.graph_dataset), answered in-process by
 this machine's partition: results are keyed by that partition (``machine_index``), and
 ``rank`` / ``world_size`` slice it among the machine's local processes (default: this process's
@@ -19,6 +25,7 @@ owns, or one ``ABLPInputNodes``, as the shortcuts below return.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 import torch
@@ -32,27 +39,39 @@ from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions, Samplin
 from graphstore.runtime.ports import PortHold
 from graphstore.dataset.splitter import Split
 from graphstore.dataset import protocol as P
-from graphstore.dataset.partition_graph import StorageState, build_storage_dataset
+from graphstore.dataset.partition_graph import (PartitionGraph, StorageState, glt_dataset,
+                                                load_partition_graph)
+from graphstore.dataset.partitioned_sampler import (Ask, InProcessReply, PendingReply,
+                                                    RpcReply)
+from graphstore.dataset.service import StorageService
 
 CPU = torch.device("cpu")
+
+log = logging.getLogger(__name__)
 
 
 class DistDataset(DatasetBase):
     """One machine's partition: the GLT dataset plus splits and labels (see module docs)."""
 
-    def __init__(self, glt_dataset: Any, state: StorageState) -> None:
-        self.glt = glt_dataset
+    def __init__(self, graph: PartitionGraph, state: StorageState) -> None:
+        self.graph = graph
+        self.glt = glt_dataset(graph)  # no copy: GLT's view of the same tensors
         self.state = state
         self._metadata = state.metadata
+        self._service: StorageService | None = None  # serving peers (per process: _serve_peers)
 
     @classmethod
     def from_shards(cls, shards_uri: str, partition: int, storage_args: StorageArgs) -> "DistDataset":
         from graphstore.formats.shards.reader import ShardSet
 
         with ShardSet.open(shards_uri) as shards:  # gs://: only this partition's files come down
-            glt_dataset, state = build_storage_dataset(shards, partition, storage_args,
-                                                       storage_args.sample_edge_direction)
-        return cls(glt_dataset, state)
+            graph, state = load_partition_graph(shards, partition, storage_args,
+                                                storage_args.sample_edge_direction)
+        return cls(graph, state)
+
+    def __getstate__(self) -> dict:
+        """Pickled to the machine's workers (mp.spawn) without a service: each serves its own."""
+        return {**self.__dict__, "_service": None}
 
     def open(self, info: Any, local_rank: int) -> "DistDataset":
         """The colocated :class:`~graphstore.modes.cluster_info.DatasetSource`: every worker of the
@@ -66,7 +85,6 @@ class DistDataset(DatasetBase):
 
     def _ask(self, partition: int, request: P.Request) -> P.Reply:
         from graphstore.modes.graph_store import compute
-        from graphstore.dataset.service import StorageService
 
         if partition != self.state.partition:
             raise UsageError(f"colocated: this machine holds partition {self.state.partition}, "
@@ -74,7 +92,8 @@ class DistDataset(DatasetBase):
         proc = compute.current() if isinstance(request, P.FreePortsRequest) else None
         host = "127.0.0.1" if proc is None or proc.info.is_local else ""
         service = StorageService(self.state, host,
-                                 proc.port_hold if proc is not None else PortHold())  # unused
+                                 proc.port_hold if proc is not None else PortHold(),  # unused
+                                 self.graph)
         return P.check_reply(request, service.answer(request))
 
     def _default_share(self) -> tuple[int, int]:
@@ -91,6 +110,59 @@ class DistDataset(DatasetBase):
 
     def start_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
                      options: LoaderOptions) -> None:
+        """Drive ``loader`` with the partitioned sampler (module docs), or, for a loader that
+        draws hard negatives, with GLT's collocated sampling (:meth:`_start_glt_loader`). A
+        collective, as creating a loader is: the first one makes every compute process serve
+        its partition to the others (:meth:`_serve_peers`)."""
+        from graphstore.dataset.partitioned_loading import PartitionedIteration
+        from graphstore.modes.graph_store import compute
+
+        proc = compute.current()
+        self._serve_peers(proc)
+        if getattr(loader, "hard_negatives_per_anchor", 0):
+            self._start_glt_loader(loader, inputs, sampling, options)
+            return
+        loader.drive_with(PartitionedIteration.from_loader(
+            self.metadata, self._sampler_ask(proc), loader, list(inputs), sampling, options))
+        if proc.rank == 0:
+            log.info("%s loader ready on %d colocated partitions (partitioned sampler)",
+                     options.kind, self.graph.num_partitions)
+
+    def _serve_peers(self, proc: Any) -> None:
+        """Once per process: register this partition's StorageService as the answer to the
+        storage protocol's RPC target (graphstore.dataset.protocol.call), then wait for every
+        compute rank to have done the same (a barrier), so no request meets a process that does
+        not serve yet."""
+        import torch.distributed as dist
+
+        if self._service is not None:
+            return
+        host = "127.0.0.1" if proc.info.is_local else ""
+        self._service = StorageService(self.state, host, proc.port_hold, self.graph)
+        P.register_service(self._service)
+        dist.barrier()
+
+    def _sampler_ask(self, proc: Any) -> Ask:
+        """The partitioned sampler's ``ask``: this partition in-process; partition ``p`` over
+        RPC to compute rank ``p * processes per machine + this local rank`` (machine ``p``
+        holds partition ``p``), so each peer serves one process of every other machine."""
+        from graphlearn_torch.distributed import DistRole, rpc_global_request_async
+
+        own, service = self.state.partition, self._service
+        per_machine = proc.info.num_processes_per_compute
+        local_rank = proc.rank % per_machine
+
+        def ask(partition: int, request: P.Request) -> PendingReply:
+            if partition == own:
+                return InProcessReply(service, request)
+            peer = partition * per_machine + local_rank
+            return RpcReply(request, f"partition {partition} (compute rank {peer})",
+                            rpc_global_request_async(DistRole.WORKER, peer, P.call,
+                                                     args=(request,)))
+        return ask
+
+    def _start_glt_loader(self, loader: Any, inputs: Sequence[Any], sampling: SamplingOptions,
+                          options: LoaderOptions) -> None:
         """Sampling inline in the compute process (GLT's collocated worker).
 
         GLT's multiprocessing sampling workers (``MpDistSamplingWorkerOptions``) stalled here with

@@ -25,10 +25,11 @@ from typing import Any, Sequence
 
 import torch
 
-from graphstore.runtime.errors import RuntimeFailure, UsageError
+from graphstore.runtime.errors import UsageError
 from graphstore.dataset import glt_adapter
 from graphstore.dataset.glt_adapter import init_dist_loader
 from graphstore.dataset.graph_dataset import DatasetBase, LoaderOptions, SamplingOptions
+from graphstore.dataset.partitioned_sampler import RpcReply
 from graphstore.modes.graph_store.info import GraphStoreInfo
 from graphstore.dataset import protocol as P
 
@@ -64,10 +65,11 @@ class RemoteDistDataset(DatasetBase):
 
         return P.check_reply(request, request_server(partition, P.call, request))
 
-    def _ask_async(self, partition: int, request: P.Request) -> "_RpcReply":
+    def _ask_async(self, partition: int, request: P.Request) -> RpcReply:
         from graphlearn_torch.distributed import async_request_server
 
-        return _RpcReply(request, partition, async_request_server(partition, P.call, request))
+        return RpcReply(request, f"storage rank {partition}",
+                        async_request_server(partition, P.call, request))
 
     def _ask_all(self, request: P.Request) -> dict[int, P.Reply]:
         from graphlearn_torch.distributed import async_request_server
@@ -127,30 +129,12 @@ class RemoteDistDataset(DatasetBase):
             prefetch_size=options.prefetch_size,
             worker_key=f"{options.kind}-{self._proc.rank}-{uuid.uuid4().hex[:10]}")
         t0 = time.perf_counter()
-        init_dist_loader(loader, None, [glt_adapter.sent_input(i) for i in inputs],
+        init_dist_loader(loader, None, list(inputs),
                          sampling.glt_config(), CPU,
                          worker_options)
         if self._proc.rank == 0:  # creation starts sampling processes on every server: seconds
             log.info("%s loader ready on %d storage servers in %.1fs", options.kind,
                      self.num_storage, time.perf_counter() - t0)
-
-
-class _RpcReply:
-    """A request sent to a storage session (``async_request_server``): ``wait()`` gives its
-    checked reply, or raises RuntimeFailure naming the request and the storage rank (the
-    session's error, or the RPC's after ``rpcTimeoutS``)."""
-
-    def __init__(self, request: P.Request, partition: int, future: Any) -> None:
-        self.request, self.partition, self.future = request, partition, future
-
-    def wait(self) -> P.Reply:
-        try:
-            reply = self.future.wait()
-        except Exception as exc:
-            raise RuntimeFailure(f"graph-store loader: {type(self.request).__name__} to storage "
-                                 f"rank {self.partition} failed: {type(exc).__name__}: "
-                                 f"{exc}") from exc
-        return P.check_reply(self.request, reply)
 
 
 MIN_CHANNEL_MIB = 64
