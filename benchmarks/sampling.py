@@ -15,7 +15,8 @@ the same graph for every mode (one shard set; the replicated graph file is writt
                                 launcher (DistNeighborLoader over RemoteDistDataset), the
                                 loader's default settings
   colocated                     2 compute machines x 1 process, each sampling its own partition
-                                inline (GLT's collocated worker; the other partition over RPC)
+                                with the partitioned sampler (its own partition in-process, the
+                                other over the compute processes' RPC)
   pyg                           torch_geometric NeighborLoader in one process (torch-sparse)
   pyg_w<cores>                  the same with num_workers = cores (persistent workers)
   dgl                           DGL 2.1.0's CPU sampler in one process, as a user writes it: per
