@@ -108,11 +108,12 @@ def modes_for(cores: int, sweep: list[tuple[int, int, int]]) -> list[Mode]:
     out.append(Mode("replicated_w1_read1", "replicated", ray_workers=1, workers=1,
                     processes=f"1 Ray worker (actor) + 1 Ray Data read task sampling the mapped "
                               f"file; embedded Ray num_cpus={cores}, read tasks reserve no CPU"))
-    out += [Mode("graph_store", "launch", processes="2 storage processes (each with the loader's "
-                 "GLT sampling process(es)) + 1 compute process; loader defaults"),
+    out += [Mode("graph_store", "launch", processes="2 storage processes (each picking its own "
+                 "nodes' neighbours and serving their features) + 1 compute process running the "
+                 "partitioned sampler; loader defaults"),
             Mode("colocated", "launch", colocated=True,
-                 processes="2 compute machines x 1 process, each sampling its own partition inline "
-                           "(GLT's collocated worker; the other partition over RPC)"),
+                 processes="2 compute machines x 1 process, each running the partitioned sampler "
+                           "(its own partition in-process, the other over RPC)"),
             Mode("pyg", "pyg", processes="1 process, sampling inline"),
             Mode(f"pyg_w{cores}", "pyg", workers=cores,
                  processes=f"1 consumer + {cores} persistent DataLoader workers"),
