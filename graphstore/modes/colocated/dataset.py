@@ -51,7 +51,9 @@ log = logging.getLogger(__name__)
 
 
 class DistDataset(DatasetBase):
-    """One machine's partition: the GLT dataset plus splits and labels (see module docs)."""
+    """One machine's partition: its rows and features (``graph``, what the partitioned sampler
+    asks), GLT's dataset over the same tensors (``glt``, for hard-negative loaders), and its
+    splits and labels (``state``); see module docs."""
 
     def __init__(self, graph: PartitionGraph, state: StorageState) -> None:
         self.graph = graph
