@@ -103,9 +103,9 @@ def _ablp_pairs(dataset: GraphDataset, input_nodes: Any, requested: EdgeTypeLike
                 ) -> _AblpPairs:
     """The loader's pairs (:class:`_AblpPairs`).
 
-    ``ABLPInputNodes`` inputs bring their labels (of one split); anchor ids (``Tensor`` or ``(anchor_node_type, Tensor)``, per partition or one) get
-    every label of each anchor from the partition that owns it (``fetch_labels``), and no
-    negatives."""
+    ``ABLPInputNodes`` inputs bring their labels (of one split); anchor ids (``Tensor`` or
+    ``(anchor_node_type, Tensor)``, per partition or one) get every label of each anchor from the
+    partition that owns it (``fetch_labels``), and no negatives."""
     empty = torch.empty((2, 0), dtype=torch.long)
     anchor_type = None
     if isinstance(input_nodes, tuple):
@@ -234,7 +234,7 @@ class DistABLPLoader(_DatasetDriven, GltLoader):
         _check_dataset(dataset, "DistABLPLoader")
         meta = dataset.metadata
         sup, pairs_per_input, negatives = _ablp_pairs(dataset, input_nodes,
-                                                              supervision_edge_type)
+                                                      supervision_edge_type)
         self.supervision_edge_type = sup
         self._hetero = not meta.is_homogeneous
         self.hard_negatives_per_anchor = int(hard_negatives_per_anchor)

@@ -73,18 +73,19 @@ class InProcessReply:
 
 class RpcReply:
     """A request sent over RPC to the process holding a partition (``future``: torch RPC's):
-    ``wait()`` gives its checked reply, or raises RuntimeFailure naming the request and ``peer``
-    (e.g. ``storage rank 1``): the peer's error, or the RPC's after ``rpcTimeoutS``."""
+    ``wait()`` gives its checked reply, or raises RuntimeFailure naming ``who`` asked (e.g.
+    ``graph-store loader``), the request and ``peer`` (e.g. ``storage rank 1``): the peer's
+    error, or the RPC's after ``rpcTimeoutS``."""
 
-    def __init__(self, request: P.Request, peer: str, future: Any) -> None:
-        self.request, self.peer, self.future = request, peer, future
+    def __init__(self, request: P.Request, who: str, peer: str, future: Any) -> None:
+        self.request, self.who, self.peer, self.future = request, who, peer, future
 
     def wait(self) -> P.Reply:
         try:
             reply = self.future.wait()
         except Exception as exc:
-            raise RuntimeFailure(f"graph-store loader: {type(self.request).__name__} to "
-                                 f"{self.peer} failed: {type(exc).__name__}: {exc}") from exc
+            raise RuntimeFailure(f"{self.who}: {type(self.request).__name__} to {self.peer} "
+                                 f"failed: {type(exc).__name__}: {exc}") from exc
         return P.check_reply(self.request, reply)
 
 

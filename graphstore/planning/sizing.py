@@ -69,8 +69,9 @@ MEASURED = MemoryModel(
 What they mean, from how the storage process builds a partition (graphstore.dataset.partition_graph) and
 serves it: per edge, its neighbour and edge id in shared memory (16 B) and GLT's row bookkeeping;
 per label, the anchor and label arrays (16 B) and the answer to ``fetch_ablp_input`` while it
-is built and sent (the pairs then stay in the compute process: graphstore.dataset.partitioned_sampler); per feature value, the float32 matrix (4 B) and the batches the sampling
-workers gather from it; per owned node, the row pointer (8 B per edge type a node anchors; 0 to
+is built and sent (the pairs then stay in the compute process:
+graphstore.dataset.partitioned_sampler); per feature value, the float32 matrix (4 B) and the
+batches the sampling workers gather from it; per owned node, the row pointer (8 B per edge type a node anchors; 0 to
 16.8 B in the fits of 2026-12-05 and 2026-12-06); the base is four Python processes with torch
 loaded, three of them with GLT (the storage main process, its session process, the session's
 sampling forkserver and workers; torch 2.3's CUDA build alone is ~190 MiB of private memory per fresh interpreter). A

@@ -17,7 +17,7 @@ from graphstore.config import EdgeType
 from graphstore.dataset import kernels
 from graphstore.dataset import protocol as P
 from graphstore.dataset.partitioned_loading import PartitionedIteration
-from graphstore.dataset.partitioned_sampler import InProcessReply, PartitionedSampler
+from graphstore.dataset.partitioned_sampler import InProcessReply, PartitionedSampler, RpcReply
 from graphstore.runtime.errors import RuntimeFailure, UsageError
 from graphstore.runtime.ports import PortHold
 from tests.replicated_graphs import build, held_out_mask, raw_edges
@@ -260,3 +260,22 @@ def test_a_partition_failure_is_raised_not_skipped(parts):
     it.shutdown()
     assert not [t for t in threading.enumerate() if t.name.startswith("graphstore-sampler")
                 and t.is_alive() and not t.daemon]
+
+
+def test_a_failed_rpc_names_who_asked_the_request_and_the_peer():
+    """RpcReply: the peer's (or the RPC's) error comes out as a RuntimeFailure naming the loader's
+    mode, the request and the peer; a reply of the wrong type is refused."""
+    request = P.FeatureRowsRequest("user", torch.arange(3))
+    failed = torch.futures.Future()
+    failed.set_exception(RuntimeError("peer went away"))
+    with pytest.raises(RuntimeFailure, match=r"^colocated loader: FeatureRowsRequest to partition "
+                                             r"1 \(compute rank 3\) failed: RuntimeError: "
+                                             r"peer went away"):
+        RpcReply(request, "colocated loader", "partition 1 (compute rank 3)", failed).wait()
+    wrong = torch.futures.Future()
+    wrong.set_result(P.PairsReply(torch.zeros((2, 0), dtype=torch.long)))
+    with pytest.raises(RuntimeFailure, match="answered FeatureRowsRequest with PairsReply"):
+        RpcReply(request, "graph-store loader", "storage rank 0", wrong).wait()
+    ok = torch.futures.Future()
+    ok.set_result(P.FeatureRowsReply(torch.zeros((3, 2))))
+    assert RpcReply(request, "graph-store loader", "storage rank 0", ok).wait().rows.shape == (3, 2)

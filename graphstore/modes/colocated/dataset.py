@@ -9,9 +9,9 @@ graph lives differs (seed 000: "the same loops also run colocated"). Order, per 
     init_compute_process(local_rank, cluster_info)        # GLT worker group + RPC, then the group
     loader = DistABLPLoader(dataset, ..., input_nodes=dataset.fetch_ablp_input("train"))
 
-Loaders sample with the partitioned sampler, as graph-store mode's (graphstore.dataset.partitioned_loading):
-this machine's partition answers its requests in-process, the other machines' over the worker
-group's RPC (each compute process serves its machine's partition to the peer of its local rank
+Loaders sample with the partitioned sampler, as graph-store mode's
+(graphstore.dataset.partitioned_loading): this machine's partition answers its requests
+in-process, the other machines' over the worker group's RPC (each compute process serves its machine's partition to the peer of its local rank
 on every other machine, from the first loader on). A loader that draws hard negatives samples
 inline with GLT's collocated worker instead.
 
@@ -92,11 +92,14 @@ class DistDataset(DatasetBase):
             raise UsageError(f"colocated: this machine holds partition {self.state.partition}, "
                                f"not {partition}")
         proc = compute.current() if isinstance(request, P.FreePortsRequest) else None
+        return P.check_reply(request, self._new_service(proc).answer(request))
+
+    def _new_service(self, proc: Any | None) -> StorageService:
+        """A StorageService of this partition; its ports are free on this machine (``proc``'s
+        port hold; None: a request that asks for no ports)."""
         host = "127.0.0.1" if proc is None or proc.info.is_local else ""
-        service = StorageService(self.state, host,
-                                 proc.port_hold if proc is not None else PortHold(),  # unused
-                                 self.graph)
-        return P.check_reply(request, service.answer(request))
+        return StorageService(self.state, host,
+                              proc.port_hold if proc is not None else PortHold(), self.graph)
 
     def _default_share(self) -> tuple[int, int]:
         from graphstore.modes.graph_store import compute
@@ -139,8 +142,7 @@ class DistDataset(DatasetBase):
 
         if self._service is not None:
             return
-        host = "127.0.0.1" if proc.info.is_local else ""
-        self._service = StorageService(self.state, host, proc.port_hold, self.graph)
+        self._service = self._new_service(proc)
         P.register_service(self._service)
         dist.barrier()
 
@@ -158,7 +160,8 @@ class DistDataset(DatasetBase):
             if partition == own:
                 return InProcessReply(service, request)
             peer = partition * per_machine + local_rank
-            return RpcReply(request, f"partition {partition} (compute rank {peer})",
+            return RpcReply(request, "colocated loader",
+                            f"partition {partition} (compute rank {peer})",
                             rpc_global_request_async(DistRole.WORKER, peer, P.call,
                                                      args=(request,)))
         return ask

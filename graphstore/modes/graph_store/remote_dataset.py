@@ -68,7 +68,7 @@ class RemoteDistDataset(DatasetBase):
     def _ask_async(self, partition: int, request: P.Request) -> RpcReply:
         from graphlearn_torch.distributed import async_request_server
 
-        return RpcReply(request, f"storage rank {partition}",
+        return RpcReply(request, "graph-store loader", f"storage rank {partition}",
                         async_request_server(partition, P.call, request))
 
     def _ask_all(self, request: P.Request) -> dict[int, P.Reply]:

@@ -118,10 +118,6 @@ class ReplicatedIteration:
                    read_tasks=options.workers_or(DEFAULT_SAMPLING_PROCESSES),
                    prefetch_batches=int(options.prefetch_size))
 
-    @property
-    def num_units(self) -> int:
-        return int(self.units.shape[-1])
-
     def start_epoch(self) -> None:
         """Start the next epoch (a new dataset, or inline: a new generator; the rest of the
         previous one is dropped)."""
