@@ -157,22 +157,20 @@ class PartitionedSampler:
 
     def _receive_hop(self, hop: _Hop) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """``(owner, neighbours, edge ids or None)`` of every edge the hop sampled, grouped by
-        the frontier position that sampled it, ascending."""
-        got = []
-        for at, pending in hop.parts:
-            reply = pending.wait()
-            got.append((np.repeat(at, reply.counts.numpy()), P.as_int64(reply.neighbours),
-                        reply.edge_ids.numpy() if self.with_edge_ids else None))
-        if len(got) == 1:
-            return got[0]
-        if not got:
+        the frontier position that sampled it, ascending (graphstore.dataset.kernels.merge_replies:
+        one pass, no sort)."""
+        replies = [(at, pending.wait()) for at, pending in hop.parts]
+        if not replies:
             empty = np.empty(0, np.int64)
             return empty, empty, empty if self.with_edge_ids else None
-        owner = np.concatenate([g[0] for g in got])
-        nbr = np.concatenate([g[1] for g in got])
-        order, _ = kernels.group_by_key(owner, hop.frontier_size)
-        eid = np.concatenate([g[2] for g in got])[order] if self.with_edge_ids else None
-        return owner[order], nbr[order], eid
+        joined_ = (lambda parts: parts[0] if len(parts) == 1 else np.concatenate(parts))
+        owner, nbr, order = kernels.merge_replies(
+            hop.frontier_size, joined_([at for at, _ in replies]),
+            joined_([r.counts.numpy() for _, r in replies]),
+            joined_([r.neighbours.numpy() for _, r in replies]))
+        eid = (np.take(joined_([r.edge_ids.numpy() for _, r in replies]), order)
+               if self.with_edge_ids else None)
+        return owner, nbr, eid
 
     # -- sampling ---------------------------------------------------------------------------------
     def _checked(self, seeds: Mapping[str, Any]) -> dict[str, np.ndarray]:

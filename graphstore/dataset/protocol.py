@@ -67,14 +67,18 @@ WIRE_INT32_BOUND = 2**31
 """Ids below this travel as int32 (:func:`wire_ids`)."""
 
 
+def wire_dtype(bound: int) -> np.dtype:
+    """The dtype of wire ids (:func:`wire_ids`) that are all below ``bound``."""
+    return np.dtype(np.int32 if bound <= WIRE_INT32_BOUND else np.int64)
+
+
 def wire_ids(ids: np.ndarray, bound: int) -> torch.Tensor:
     """``ids`` as the partitioned sampler's requests and replies carry them: int32 when every id
     they could hold is below ``bound`` <= :data:`WIRE_INT32_BOUND` (a node type's count, a
     fanout), else int64. Half the bytes of that traffic for any type of fewer than 2^31 nodes;
-    the receiver widens them back (:func:`as_int64`)."""
-    if bound <= WIRE_INT32_BOUND:
-        return torch.from_numpy(ids.astype(np.int32))
-    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
+    the receiver widens them back (:func:`as_int64`) or reads them as they are (the kernels of
+    graphstore.dataset.kernels take either)."""
+    return torch.from_numpy(np.ascontiguousarray(ids, dtype=wire_dtype(bound)))
 
 
 def as_int64(ids: torch.Tensor) -> np.ndarray:

@@ -80,25 +80,25 @@ class StorageService:
         if adjacency is None:
             raise UsageError(f"NeighboursRequest: no edge type {r.edge_type} in partition "
                              f"{self.state.partition}")
-        nodes = P.as_int64(r.nodes)
+        nodes = r.nodes.numpy()  # wire ids: the kernel reads int32 or int64
         et = r.edge_type
         anchor, neighbour = ((et.dst_node_type, et.src_node_type) if graph.edge_dir == "in"
                              else (et.src_node_type, et.dst_node_type))
         self._owned(anchor, nodes, "NeighboursRequest")
-        pos, owner = kernels.pick_neighbours(adjacency.indptr.numpy(), nodes, r.fanout,
-                                             bool(r.replace), int(r.seed))
+        counts_bound = r.fanout + 1 if r.fanout >= 0 else int(adjacency.indices.numel()) + 1
+        pos, neighbours, counts = kernels.pick_neighbour_ids(
+            adjacency.indptr.numpy(), adjacency.indices.numpy(), nodes, r.fanout,
+            bool(r.replace), int(r.seed),
+            np.empty(0, P.wire_dtype(self.state.metadata.node_counts[neighbour])),
+            np.empty(0, P.wire_dtype(counts_bound)))
         eids = (torch.from_numpy(np.take(adjacency.eids.numpy(), pos)) if r.with_edge_ids
                 else None)
-        counts_bound = r.fanout + 1 if r.fanout >= 0 else int(adjacency.indices.numel()) + 1
-        return P.NeighboursReply(
-            P.wire_ids(np.take(adjacency.indices.numpy(), pos),
-                       self.state.metadata.node_counts[neighbour]),
-            P.wire_ids(np.bincount(owner, minlength=nodes.shape[0]), counts_bound), eids)
+        return P.NeighboursReply(torch.from_numpy(neighbours), torch.from_numpy(counts), eids)
 
     def _feature_rows(self, r: P.FeatureRowsRequest) -> P.FeatureRowsReply:
         feats = self._partition_graph("FeatureRowsRequest").features.get(r.node_type)
         if feats is None:
             raise UsageError(f"FeatureRowsRequest: node type {r.node_type!r} has no features")
-        ids = P.as_int64(r.ids)
+        ids = r.ids.numpy()  # wire ids, int32 or int64
         lo = self._owned(r.node_type, ids, "FeatureRowsRequest")
-        return P.FeatureRowsReply(torch.from_numpy(np.take(feats.numpy(), ids - lo, axis=0)))
+        return P.FeatureRowsReply(torch.from_numpy(kernels.gather_rows(feats.numpy(), ids, lo)))

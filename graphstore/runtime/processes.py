@@ -23,8 +23,12 @@ GLT has no hook for its start method: :func:`graphstore.dataset.glt_adapter.prep
 puts a :class:`PreloadedMultiprocessing` in place of the ``mp`` module global that
 ``DistMpSamplingProducer.init`` calls ``mp.get_context('spawn')`` on, in each process that creates
 sampling producers (a storage session process) before its first loader. Ordering: the forkserver
-starts (in the background) when that proxy is built, and keeps the environment of that moment for
-the life of the calling process.
+starts when the first sampling producer asks for its context (a GLT loader: one that draws hard
+negatives; the partitioned sampler starts none), not when the proxy is built: its preload costs
+~3 s of CPU per storage session, which, started with the session, competed with the first
+seconds of sampling on a small machine (graph store sampled at 0.44x replicated with it, see
+docs/performance.md). It keeps the environment of that moment for the life of the calling
+process.
 """
 
 from __future__ import annotations
@@ -43,10 +47,14 @@ graphstore.dataset.sampling_worker ends a worker whose batch raised (named as a 
 does not import the dataset layer)."""
 
 
+def _has_forkserver() -> bool:
+    return "forkserver" in multiprocessing.get_all_start_methods()
+
+
 def _preloaded_context():
-    """A forkserver context that has imported :data:`SAMPLING_PRELOAD` (started now, so its
-    imports overlap with what the caller does next); spawn where there is no forkserver."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """A forkserver context that has imported :data:`SAMPLING_PRELOAD` (started now); spawn
+    where there is no forkserver."""
+    if not _has_forkserver():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(SAMPLING_PRELOAD))
@@ -56,21 +64,28 @@ def _preloaded_context():
 
 class PreloadedMultiprocessing:
     """``torch.multiprocessing`` (``base``) whose ``get_context('spawn')`` answers a forkserver
-    context that preloaded :data:`SAMPLING_PRELOAD` (started when this is built); every other
-    attribute is ``base``'s."""
+    context that preloaded :data:`SAMPLING_PRELOAD` (started at the first such call: module
+    docs); every other attribute is ``base``'s."""
 
     def __init__(self, base: ModuleType) -> None:
         self._base = base
-        self._context = _preloaded_context()
+        self._context: Any = None
+
+    @property
+    def started(self) -> bool:
+        """Whether the forkserver (or, without one, the spawn context) was asked for yet."""
+        return self._context is not None
 
     @property
     def answers_stack_dumps(self) -> bool:
         """True when its workers come from the preloaded forkserver (they imported
         graphstore.runtime.stack_dumps; spawned ones did not, and the signal would end them)."""
-        return self._context.get_start_method() == "forkserver"
+        return _has_forkserver()
 
     def get_context(self, method: str | None = None) -> Any:
         if method == "spawn":
+            if self._context is None:
+                self._context = _preloaded_context()
             return self._context
         return self._base.get_context(method)
 

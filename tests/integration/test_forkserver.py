@@ -44,3 +44,34 @@ def test_glt_sampling_workers_start_from_a_preloaded_forkserver(tmp_path):
                          timeout=180, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["forkserver", "fork", "True", "True", "True", "0"]
+
+
+_LAZY = """
+import os
+
+def children():
+    # how many of this process's children are a forkserver
+    with open(f'/proc/{os.getpid()}/task/{os.getpid()}/children') as f:
+        pids = f.read().split()
+    return sum(b'forkserver' in open(f'/proc/{p}/cmdline', 'rb').read() for p in pids)
+
+if __name__ == '__main__':
+    from graphstore.dataset.glt_adapter import prepare_sampling_server
+    prepare_sampling_server(1.0)
+    from graphlearn_torch.distributed import dist_sampling_producer as d
+    before = (children(), d.mp.started)
+    d.mp.get_context('spawn')
+    print(*before, children(), d.mp.started)
+"""
+
+
+def test_the_forkserver_starts_with_the_first_glt_producer_not_with_the_session(tmp_path):
+    """A storage session prepares GLT's sampling server but starts no forkserver: one is started
+    (and preloads GLT, ~3 s of CPU) only when a GLT loader's producer asks for it; the
+    partitioned sampler never does."""
+    script = tmp_path / "lazy.py"
+    script.write_text(_LAZY)
+    out = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True,
+                         timeout=180, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "False", "1", "True"]

@@ -73,6 +73,72 @@ def test_group_by_key_is_a_stable_counting_sort():
     assert np.array_equal(np.diff(starts), np.bincount(keys, minlength=9))
 
 
+def _random_csr(seed: int, nodes: int = 300, edges: int = 4000):
+    rng = np.random.default_rng(seed)
+    degree = np.bincount(rng.integers(0, nodes, edges), minlength=nodes)
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    return indptr, rng.integers(0, 10**6, edges).astype(np.int64), rng
+
+
+@pytest.mark.parametrize("fanout,replace", [(3, False), (3, True), (-1, False), (0, False)])
+@pytest.mark.parametrize("wire", [np.int32, np.int64])
+def test_pick_neighbour_ids_draws_what_pick_neighbours_draws(fanout, replace, wire):
+    """The storage kernel gives the edges pick_neighbours picks (same seed, same draws), their
+    neighbours in the wire dtype asked for, and per frontier node how many it took."""
+    indptr, indices, rng = _random_csr(1)
+    frontier = rng.permutation(300)[:120].astype(wire)
+    pos, owner = kernels.pick_neighbours(indptr, frontier.astype(np.int64), fanout, replace, 7)
+    pos2, nbr, counts = kernels.pick_neighbour_ids(indptr, indices, frontier, fanout, replace, 7,
+                                                   np.empty(0, wire), np.empty(0, np.int32))
+    assert np.array_equal(pos2, pos)
+    assert nbr.dtype == wire and np.array_equal(nbr, indices[pos])
+    assert counts.dtype == np.int32
+    assert np.array_equal(counts, np.bincount(owner, minlength=frontier.shape[0]))
+
+
+def test_merge_replies_puts_edges_back_in_frontier_order():
+    """Parts that asked for interleaved frontier positions come back grouped by position,
+    ascending, each node's edges in the order its partition sent them; ``order`` reorders
+    anything else sent along (edge ids) the same way. Checked against a stable sort."""
+    rng = np.random.default_rng(3)
+    size = 50
+    positions = rng.permutation(size)[:40]
+    at = [np.sort(positions[:25]), np.sort(positions[25:])]  # two partitions' positions
+    counts = [rng.integers(0, 4, a.shape[0]).astype(np.int32) for a in at]
+    nbr = [rng.integers(0, 10**5, int(c.sum())).astype(np.int32) for c in counts]
+    at_all, counts_all, nbr_all = (np.concatenate(x) for x in (at, counts, nbr))
+    owner, out, order = kernels.merge_replies(size, at_all, counts_all, nbr_all)
+    sent_owner = np.repeat(at_all, counts_all)
+    expect = np.argsort(sent_owner, kind="stable")
+    assert np.array_equal(order, expect)
+    assert np.array_equal(owner, sent_owner[expect])
+    assert out.dtype == np.int64 and np.array_equal(out, nbr_all[expect])
+
+
+def test_gather_rows_is_take_from_an_offset_for_any_id_dtype():
+    rows = np.arange(60, dtype=np.float32).reshape(20, 3)
+    ids = np.array([105, 100, 119, 105], dtype=np.int32)
+    assert np.array_equal(kernels.gather_rows(rows, ids, 100), rows[ids.astype(np.int64) - 100])
+    assert kernels.gather_rows(rows, np.empty(0, np.int64), 0).shape == (0, 3)
+
+
+def test_relabel_keeps_known_order_and_appends_new_ids_in_first_seen_order():
+    rng = np.random.default_rng(5)
+    known = rng.permutation(10**6)[:500].astype(np.int64)
+    found = np.concatenate([rng.integers(0, 10**6, 3000), known[:100]]).astype(np.int64)
+    nodes, local = kernels.relabel(known, found)
+    assert np.array_equal(nodes[:500], known)
+    assert np.array_equal(nodes[local], found)
+    assert np.unique(nodes).shape[0] == nodes.shape[0]
+    new = nodes[500:]
+    seen, first_seen = set(known.tolist()), []
+    for v in found.tolist():
+        if v not in seen:
+            seen.add(v)
+            first_seen.append(v)
+    assert new.tolist() == first_seen
+
+
 def test_sampled_edges_exist_fanouts_hold_and_features_are_the_shards(parts):
     from graphstore.modes.replicated.graph_file import FeatureFile
 

@@ -33,6 +33,7 @@ from graphstore.dataset import glt_adapter
 from graphstore.io import uris
 from graphstore.config import RuntimeConfig
 from graphstore.modes.cluster_info import ComputeProcess
+from graphstore.modes.graph_store.allocator import use_sampling_allocator
 from graphstore.runtime import devices
 from graphstore.runtime.env import ClusterTopology
 from graphstore.runtime.heartbeat import Heartbeat
@@ -119,6 +120,7 @@ def _join(info: GraphStoreInfo, rank: int, world: int, plan: devices.DevicePlan)
 
     from graphstore.dataset.protocol import CLIENT_GROUP, SERVER_GROUP
 
+    use_sampling_allocator()  # its loaders sample (allocator module docs)
     if info.colocated:  # every compute process holds (a share of) its machine's partition
         glt.distributed.init_worker_group(world_size=world, rank=rank, group_name="gs_worker")
         glt.distributed.init_rpc(master_addr=info.storage_cluster_master_ip,

@@ -52,7 +52,7 @@ from graphstore.runtime.ports import PortHold
 from graphstore.config.stage import StageContext
 from graphstore.dataset import protocol
 from graphstore.modes.graph_store.allocator import (map_own_blocks_from, release_freed_memory,
-                                                   use_lean_allocators)
+                                                   use_lean_allocators, use_sampling_allocator)
 from graphstore.dataset.partition_graph import PartitionGraph, StorageState, glt_dataset, load_partition_graph
 from graphstore.dataset.protocol import CLIENT_GROUP, SERVER_GROUP
 from graphstore.dataset.service import StorageService
@@ -77,6 +77,7 @@ def _session_entry(conn: Connection, session: int, storage_index: int,
     from graphstore.runtime.cli import setup_logging
 
     setup_logging(f"storage{storage_index}/s{session}", log_level)
+    use_sampling_allocator()  # answers sampling requests (allocator module docs)
     glt_adapter.prepare_sampling_server(PRODUCER_JOIN_S)  # before the session's first loader
     work = conn.recv()
     conn.close()
