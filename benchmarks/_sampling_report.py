@@ -2,7 +2,8 @@
 
 Statistics are over the interleaved repeats of a mode at one graph size: the median, with the
 minimum and maximum of the rates. Ratios are of medians. Targets (issue 14 item 7, on a 2-core
-machine): replicated (1 worker) >= 1.5x graph-store seeds/s; the best replicated row >= 1.0x the
+machine): replicated (1 worker) >= 1.5x graph-store seeds/s (superseded by issue 22's graph
+store >= 0.7x replicated, so given for information only); the best replicated row >= 1.0x the
 best PyG row; 2 replicated workers >= 1.7x one; graph-store >= 1.0x PyG in one process;
 replicated per-worker peak memory from the smallest to the largest graph within 10% (given for
 both RSS and anonymous RSS, since a mapped graph file's touched pages count in RSS). Issue 22
@@ -31,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA_VERSION = 1
 
 TARGETS = [  # (name, numerator, denominator, minimum) of the issue's throughput targets
-    ("replicated_w1 / graph_store seeds/s", "replicated_w1", "graph_store", 1.5),
+    # issue 14's 1.5 contradicts issue 22's graph store >= 0.7x replicated: information only
+    ("replicated_w1 / graph_store seeds/s", "replicated_w1", "graph_store", None),
     ("best replicated / best pyg seeds/s", "best:replicated", "best:pyg", 1.0),
     ("replicated_w2 / replicated_w1 seeds/s", "replicated_w2", "replicated_w1", 1.7),
     ("graph_store / pyg (one process) seeds/s", "graph_store", "pyg", 1.0),
