@@ -163,12 +163,11 @@ class PartitionedSampler:
         if not replies:
             empty = np.empty(0, np.int64)
             return empty, empty, empty if self.with_edge_ids else None
-        joined_ = (lambda parts: parts[0] if len(parts) == 1 else np.concatenate(parts))
         owner, nbr, order = kernels.merge_replies(
-            hop.frontier_size, joined_([at for at, _ in replies]),
-            joined_([r.counts.numpy() for _, r in replies]),
-            joined_([r.neighbours.numpy() for _, r in replies]))
-        eid = (np.take(joined_([r.edge_ids.numpy() for _, r in replies]), order)
+            hop.frontier_size, joined([at for at, _ in replies]),
+            joined([r.counts.numpy() for _, r in replies]),
+            joined([r.neighbours.numpy() for _, r in replies]))
+        eid = (np.take(joined([r.edge_ids.numpy() for _, r in replies]), order)
                if self.with_edge_ids else None)
         return owner, nbr, eid
 

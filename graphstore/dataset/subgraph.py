@@ -44,7 +44,8 @@ class SampledSubgraph:
 
 
 def joined(parts: list) -> Any:
-    """int64 numpy ``parts`` end to end (the one part itself, no copy; empty when none)."""
+    """numpy ``parts`` (of one dtype) end to end (the one part itself, no copy; an empty int64
+    array when none)."""
     import numpy as np
 
     if len(parts) == 1:

@@ -47,7 +47,7 @@ def test_glt_sampling_workers_start_from_a_preloaded_forkserver(tmp_path):
 
 
 _LAZY = """
-import os
+import os, time
 
 def children():
     # how many of this process's children are a forkserver
@@ -61,6 +61,9 @@ if __name__ == '__main__':
     from graphlearn_torch.distributed import dist_sampling_producer as d
     before = (children(), d.mp.started)
     d.mp.get_context('spawn')
+    deadline = time.monotonic() + 30  # the child shows its own command line once it has exec'd
+    while children() == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
     print(*before, children(), d.mp.started)
 """
 
