@@ -76,14 +76,9 @@ def wire_ids(ids: np.ndarray, bound: int) -> torch.Tensor:
     """``ids`` as the partitioned sampler's requests and replies carry them: int32 when every id
     they could hold is below ``bound`` <= :data:`WIRE_INT32_BOUND` (a node type's count, a
     fanout), else int64. Half the bytes of that traffic for any type of fewer than 2^31 nodes;
-    the receiver widens them back (:func:`as_int64`) or reads them as they are (the kernels of
-    graphstore.dataset.kernels take either)."""
+    the receiver reads them as they are (the kernels of graphstore.dataset.kernels take
+    either)."""
     return torch.from_numpy(np.ascontiguousarray(ids, dtype=wire_dtype(bound)))
-
-
-def as_int64(ids: torch.Tensor) -> np.ndarray:
-    """Wire ids (:func:`wire_ids`) as an int64 array (no copy when they already are)."""
-    return ids.numpy().astype(np.int64, copy=False)
 
 
 def _check_wire_ids(who: str, name: str, t: object) -> None:

@@ -28,8 +28,9 @@ of free heap for reuse, in at most :data:`SAMPLING_ARENAS` arenas (the sampler t
 loader are new each epoch; each new thread took an arena of its own, and each arena kept its
 free heap: the compute process's peak RSS in ``benchmarks/sampling.py``'s graph-store row was
 1 354-1 405 MiB with the thresholds alone, 745-786 MiB with 1 or 2 arenas, 1 082 MiB before
-either, at the same seeds/s within the runs' spread). Measured 2026-12-07 (the partitioned sampler in one process with both
-partitions in-process, 2 threads, the 1 M-edge benchmark graph): 376 k seeds/s with glibc's
+either, at the same seeds/s within the runs' spread). Measured 2026-12-07 (the partitioned
+sampler in one process with both partitions in-process, 2 threads, the 1 M-edge benchmark
+graph): 376 k seeds/s with glibc's
 defaults, 322 k with a fixed 1 MiB threshold (what sessions had), 540 k with 32 MiB / 128 MiB,
 peak RSS 849 MiB against 856 MiB with the defaults.
 
@@ -40,7 +41,6 @@ reads it when a process starts and nothing here overrides it.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import os
