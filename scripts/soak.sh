@@ -101,7 +101,9 @@ for i in $(seq "$runs"); do
   left=$(marked "$id" | grep -vx "$$" || true)
   if [ -n "$left" ]; then
     echo "soak: run $i left processes behind: $(echo $left)" | tee -a "$log"
-    ps -o pid=,args= -p $(echo $left | tr ' ' ',') >> "$log" 2>/dev/null
+    # parent, start time and age of each, to tell which test started it (the run began at $start)
+    echo "soak: run $i began $(date -u -d "@$start" '+%a %b %e %T %Y') UTC; pid ppid started age(s) command:" >> "$log"
+    TZ=UTC ps -o pid=,ppid=,lstart=,etimes=,args= -p $(echo $left | tr ' ' ',') >> "$log" 2>/dev/null
     kill -KILL $left 2>/dev/null
     leaks=$((leaks + 1)); bad+=("leak run $i: $log (pids $(echo $left))")
   fi
