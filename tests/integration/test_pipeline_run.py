@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import psutil
@@ -136,14 +137,22 @@ def test_resuming_a_run_that_does_not_exist_is_a_usage_error(tmp_path):
     assert "--start-at infer needs" in proc.stderr and "checkpoint/model.pt" in proc.stderr
 
 
-def _marked(marker: str) -> list[psutil.Process]:
+class _Marked(NamedTuple):
+    """A process of the run and its command line, read while it was alive (it may end, and
+    turn zombie, any moment after)."""
+
+    process: psutil.Process
+    cmdline: tuple[str, ...]
+
+
+def _marked(marker: str) -> list[_Marked]:
     """Every live process whose environment carries ``SIGTERM_TEST_MARKER=marker``."""
     out = []
     for p in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             if p.environ().get("SIGTERM_TEST_MARKER") == marker and \
                     p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
+                out.append(_Marked(p, tuple(p.cmdline())))
     return out
 
 
@@ -163,7 +172,7 @@ def test_sigterm_to_pipeline_run_alone_ends_the_running_stage_and_its_processes(
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        while not any("components.storage" in p.cmdline() for p in _marked(marker)):
+        while not any("components.storage" in m.cmdline for m in _marked(marker)):
             assert proc.poll() is None and time.monotonic() < deadline, "the train stage never started"
             time.sleep(0.2)
         time.sleep(3)  # the stage's processes are up
@@ -173,10 +182,10 @@ def test_sigterm_to_pipeline_run_alone_ends_the_running_stage_and_its_processes(
         while _marked(marker) and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
-        left = [" ".join(p.cmdline())[:120] for p in _marked(marker)]
-        for p in _marked(marker):  # never leave a run behind, also when the test fails
+        left = [" ".join(m.cmdline)[:120] for m in _marked(marker)]
+        for m in _marked(marker):  # never leave a run behind, also when the test fails
             with contextlib.suppress(psutil.Error):
-                p.kill()
+                m.process.kill()
     assert proc.returncode == 1, f"exit {proc.returncode}:\n{out[-2000:]}\n{err[-3000:]}"
     assert not left, left
     assert "stage train failed" in err, err[-3000:]
