@@ -30,9 +30,11 @@ free heap: the compute process's peak RSS in ``benchmarks/sampling.py``'s graph-
 1 354-1 405 MiB with the thresholds alone, 745-786 MiB with 1 or 2 arenas, 1 082 MiB before
 either, at the same seeds/s within the runs' spread). Measured 2026-12-07 (the partitioned
 sampler in one process with both partitions in-process, 2 threads, the 1 M-edge benchmark
-graph): 376 k seeds/s with glibc's
-defaults, 322 k with a fixed 1 MiB threshold (what sessions had), 540 k with 32 MiB / 128 MiB,
-peak RSS 849 MiB against 856 MiB with the defaults.
+graph): 376 k seeds/s with glibc's defaults, 322 k with a fixed 1 MiB threshold (what sessions
+had), 540 k with 32 MiB / 128 MiB, peak RSS 849 MiB against 856 MiB with the defaults.
+Replicated workers keep glibc's defaults: the same settings (through ``MALLOC_*``) gave their
+one-thread inline sampler no gain (``benchmarks/sampling.py --modes replicated_w1``, 4
+interleaved pairs on 2026-12-07: 337-370 k seeds/s without, 273-333 k with).
 
 A value the user set in the environment (``MALLOC_MMAP_THRESHOLD_``,
 ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_ARENA_MAX``, ``ARROW_DEFAULT_MEMORY_POOL``) is kept: glibc
