@@ -17,6 +17,9 @@ the same graph for every mode (one shard set; the replicated graph file is writt
   colocated                     2 compute machines x 1 process, each sampling its own partition
                                 with the partitioned sampler (its own partition in-process, the
                                 other over the compute processes' RPC)
+  colocated_1                   1 compute machine x 1 process holding the one partition of a
+                                1-partition shard set (the same graph): colocated with one
+                                worker, as replicated_w1 and graph_store's one compute process
   pyg                           torch_geometric NeighborLoader in one process (torch-sparse)
   pyg_w<cores>                  the same with num_workers = cores (persistent workers)
   dgl                           DGL 2.1.0's CPU sampler in one process, as a user writes it: per
@@ -95,6 +98,7 @@ class Mode:
     workers: int = 0  # replicated: read tasks per Ray worker (0: inline); pyg: DataLoader workers
     ray_workers: int = 1  # replicated: Ray workers (consumers)
     colocated: bool = False
+    machines: int = 2  # colocated: compute machines = partitions (1: the 1-partition shard set)
     knobs: dict = field(default_factory=dict)  # graph-store loader settings (none: defaults)
     processes: str = ""
 
@@ -114,6 +118,9 @@ def modes_for(cores: int, sweep: list[tuple[int, int, int]]) -> list[Mode]:
             Mode("colocated", "launch", colocated=True,
                  processes="2 compute machines x 1 process, each running the partitioned sampler "
                            "(its own partition in-process, the other over RPC)"),
+            Mode("colocated_1", "launch", colocated=True, machines=1,
+                 processes="1 compute machine x 1 process running the partitioned sampler over "
+                           "the one partition of a 1-partition shard set, in-process"),
             Mode("pyg", "pyg", processes="1 process, sampling inline"),
             Mode(f"pyg_w{cores}", "pyg", workers=cores,
                  processes=f"1 consumer + {cores} persistent DataLoader workers"),
@@ -154,8 +161,9 @@ def _task(data: Path, command: str) -> dict:
     return base
 
 
-def _resources(colocated: bool) -> dict:
-    local = ({"num_storage_processes": 0, "num_compute_machines": 2, "compute_cluster_local_world_size": 1}
+def _resources(colocated: bool, machines: int = 2) -> dict:
+    local = ({"mode": "colocated", "num_compute_machines": machines,
+              "compute_cluster_local_world_size": 1}
              if colocated else
              {"num_storage_processes": 2, "num_compute_machines": 1, "compute_cluster_local_world_size": 1})
     return {k: {"local_graph_store_config": local}
@@ -167,13 +175,13 @@ def write_configs(root: Path, mode: Mode, command: str) -> tuple[Path, Path]:
 
     tp, rp = root / f"task_{mode.name}.yaml", root / f"resources_{mode.name}.yaml"
     tp.write_text(yaml.safe_dump(_task(root / "data", command)))
-    rp.write_text(yaml.safe_dump(_resources(mode.colocated)))
+    rp.write_text(yaml.safe_dump(_resources(mode.colocated, mode.machines)))
     return tp, rp
 
 
 def prepare(work: Path, num_edges: int) -> Path:
-    """``work/e<E>/``: the generated tables, the shard set (2 partitions) and the graph file
-    (each made once, reused by later runs)."""
+    """``work/e<E>/``: the generated tables, the shard sets (``run/``: 2 partitions; ``run1/``: 1,
+    for colocated_1) and the graph file (each made once, reused by later runs)."""
     from graphstore.config import load_config_pair
     from graphstore.tools.datagen import DatasetSpec, generate_dataset
     from graphstore.partition import partition_graph
@@ -189,8 +197,9 @@ def prepare(work: Path, num_edges: int) -> Path:
     tp, rp = write_configs(root, Mode("prepare", "launch"), "python -m components.train")
     task, _ = load_config_pair(str(tp), str(rp))
     run = root / "run"
-    if not is_complete(str(run / "shards")):
-        partition_graph(task, num_partitions=2, output_uri=str(run / "shards"))
+    for run_dir, parts in ((run, 2), (root / "run1", 1)):
+        if not is_complete(str(run_dir / "shards")):
+            partition_graph(task, num_partitions=parts, output_uri=str(run_dir / "shards"))
     if not Path(RunPaths(str(run)).features_file).exists():
         write_run_graph_files(task, str(run))
     return root
@@ -215,8 +224,9 @@ def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Pat
         if profile is not None:
             cmd += ["--profile-dir", str(profile)]
         tp, rp = write_configs(root, mode, " ".join(cmd))
+        run_dir = root / ("run1" if mode.colocated and mode.machines == 1 else "run")
         return [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp),
-                "--resource-config", str(rp), "--stage", "train", "--run-dir", str(root / "run"),
+                "--resource-config", str(rp), "--stage", "train", "--run-dir", str(run_dir),
                 "--timeout-s", str(a.timeout_s)]
     python = a.dgl_python if mode.kind == "dgl" else sys.executable
     argv = [python, str(MODES_PY), mode.kind] + _consumer_args(a, out) + \
