@@ -179,6 +179,12 @@ def write_configs(root: Path, mode: Mode, command: str) -> tuple[Path, Path]:
     return tp, rp
 
 
+def run_dir(root: Path, partitions: int) -> Path:
+    """The run directory whose ``shards/`` hold the graph in ``partitions`` partitions (``run/``:
+    2, the graph-store and colocated rows, and the graph file; ``run1/``: 1, colocated_1)."""
+    return root / ("run" if partitions == 2 else f"run{partitions}")
+
+
 def prepare(work: Path, num_edges: int) -> Path:
     """``work/e<E>/``: the generated tables, the shard sets (``run/``: 2 partitions; ``run1/``: 1,
     for colocated_1) and the graph file (each made once, reused by later runs)."""
@@ -196,10 +202,11 @@ def prepare(work: Path, num_edges: int) -> Path:
                          str(root / "data"), overwrite=True)
     tp, rp = write_configs(root, Mode("prepare", "launch"), "python -m components.train")
     task, _ = load_config_pair(str(tp), str(rp))
-    run = root / "run"
-    for run_dir, parts in ((run, 2), (root / "run1", 1)):
-        if not is_complete(str(run_dir / "shards")):
-            partition_graph(task, num_partitions=parts, output_uri=str(run_dir / "shards"))
+    run = run_dir(root, 2)
+    for parts in (2, 1):
+        shards = run_dir(root, parts) / "shards"
+        if not is_complete(str(shards)):
+            partition_graph(task, num_partitions=parts, output_uri=str(shards))
     if not Path(RunPaths(str(run)).features_file).exists():
         write_run_graph_files(task, str(run))
     return root
@@ -214,7 +221,7 @@ def _consumer_args(a: argparse.Namespace, out: Path) -> list[str]:
 def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Path | None) -> list[str]:
     from graphstore.formats.run_paths import RunPaths
 
-    run = RunPaths(str(root / "run"))
+    run = RunPaths(str(run_dir(root, 2)))
     if mode.kind == "launch":
         cmd = ["python", str(MODES_PY), "graph_store"] + _consumer_args(a, out)
         for flag, key in (("--gs-workers", "num_workers"), ("--gs-concurrency", "worker_concurrency"),
@@ -224,9 +231,10 @@ def _argv(a: argparse.Namespace, mode: Mode, root: Path, out: Path, profile: Pat
         if profile is not None:
             cmd += ["--profile-dir", str(profile)]
         tp, rp = write_configs(root, mode, " ".join(cmd))
-        run_dir = root / ("run1" if mode.colocated and mode.machines == 1 else "run")
+        partitions = mode.machines if mode.colocated else 2  # graph_store: 2 storage processes
         return [sys.executable, "-m", "pipeline", "launch", "--task-config", str(tp),
-                "--resource-config", str(rp), "--stage", "train", "--run-dir", str(run_dir),
+                "--resource-config", str(rp), "--stage", "train",
+                "--run-dir", str(run_dir(root, partitions)),
                 "--timeout-s", str(a.timeout_s)]
     python = a.dgl_python if mode.kind == "dgl" else sys.executable
     argv = [python, str(MODES_PY), mode.kind] + _consumer_args(a, out) + \

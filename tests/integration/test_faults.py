@@ -311,8 +311,8 @@ def test_a_killed_sampling_worker_fails_the_fetch_naming_it(tmp_path, capsys) ->
     Which storage reports first is a race: the victim's own session (its worker killed, -9), or
     the other storage's, whose sampling worker was fetching features from the victim over RPC and
     ends itself on the broken connection (code 1; its log names ECONNRESET or EPIPE, whichever
-    way TensorPipe met the dead peer: both seen). Either way the fetch
-    fails fast naming a sampling worker that died."""
+    way TensorPipe met the dead peer: both seen). Either way the fetch fails fast naming a
+    sampling worker that died."""
     run = Run(tmp_path, capsys, hard_negatives=True)
     try:
         _kill_a_sampling_worker(run)
